@@ -1,0 +1,222 @@
+"""A run's figures in bytes per parameter: phases, the live-buffer budget, code sites.
+
+Everything is computed from the run directory's files. Memory is always taken above the
+run's own pre-model baseline (RSS after imports, process-group set-up and op loading),
+since import costs differ between versions by tens of MiB and are not per-parameter.
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Any
+
+from ..sites_config import short_name
+from ..storage import RunDir
+
+PHASES = ("init", "first_step", "steady", "end")
+SITE_PHASES = ("init", "first_step", "steady")
+
+
+def _in_use(mi: dict[str, int] | None) -> int | None:
+    return None if mi is None else mi["uordblks"] + mi["hblkhd"]
+
+
+def _free(mi: dict[str, int] | None) -> int | None:
+    return None if mi is None else mi["fordblks"]
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+class Summary:
+    """Derived view of one run; `as_dict()` is the JSON form every reporter and diff reads."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.manifest = run.manifest()
+        self.events = run.events()
+        self.by_kind: dict[str, list[dict[str, Any]]] = {}
+        for e in self.events:
+            self.by_kind.setdefault(e["event"], []).append(e)
+        model = self._first("model")
+        self.params: int | None = model["params"] if model else None
+        self.estimator = model.get("estimator_cpu_bytes") if model else None
+        phases = {e["name"]: e for e in self.by_kind.get("phase", [])}
+        self.phase_events = phases
+        self.baseline = phases.get("pre_model")
+        self.steps = self.by_kind.get("step", [])
+        self.census = {e["at"]: e for e in self.by_kind.get("census", [])}
+
+    def _first(self, kind: str) -> dict[str, Any] | None:
+        return self.by_kind.get(kind, [None])[0]
+
+    def bpp(self, value: float | None) -> float | None:
+        if value is None or not self.params:
+            return None
+        return value / self.params
+
+    # ---- phases -------------------------------------------------------------------------
+    def _point(self, events: list[dict[str, Any]]) -> dict[str, float | None]:
+        """RSS/peak/glibc above baseline for one event, or averaged (peak: max) over several."""
+        base = self.baseline
+        if not events or base is None:
+            return {}
+
+        def mean(values: list[float | None]) -> float | None:
+            return None if any(v is None for v in values) else fmean(values)  # type: ignore[arg-type]
+
+        return {
+            "rss": self.bpp(mean([e["rss"] - base["rss"] for e in events])),
+            "peak": self.bpp(max(e["peak"] for e in events) - base["rss"]),
+            "glibc_in_use": self.bpp(mean([_sub(_in_use(e["mallinfo"]), _in_use(base["mallinfo"])) for e in events])),
+            "glibc_free": self.bpp(mean([_sub(_free(e["mallinfo"]), _free(base["mallinfo"])) for e in events])),
+        }
+
+    def phases(self) -> dict[str, dict[str, float | None]]:
+        init = self.by_kind.get("init", [])
+        return {
+            "init": self._point(init),
+            "first_step": self._point(self.steps[:1]),
+            "steady": self._point(self.steps[1:]),
+            "end": self._point(self.steps[-1:]),
+        }
+
+    # ---- budget -------------------------------------------------------------------------
+    def budget(self, at: str) -> dict[str, Any] | None:
+        census, base_census = self.census.get(at), self.census.get("pre_model")
+        if census is None or base_census is None or self.baseline is None:
+            return None
+        base_roles = base_census["roles"]
+        roles = {}
+        allocated = {}
+        for name, r in census["roles"].items():
+            before = base_roles.get(name, {"resident": 0, "allocated": 0})
+            roles[name] = self.bpp(r["resident"] - before["resident"])
+            allocated[name] = self.bpp(r["allocated"] - before["allocated"])
+        live = census["resident"] - base_census["resident"]
+        above = census["rss"] - self.baseline["rss"]
+        out = {
+            "at": at,
+            "roles": dict(sorted(roles.items(), key=lambda kv: -(kv[1] or 0))),
+            "roles_allocated": allocated,
+            "live_bytes_per_param": self.bpp(live),
+            "rss_above_baseline_bytes_per_param": self.bpp(above),
+            "unexplained_bytes_per_param": self.bpp(above - live),
+            "glibc_free_retained_bytes_per_param": self.bpp(_sub(_free(census["mallinfo"]),
+                                                                 _free(self.baseline["mallinfo"]))),
+            "estimator_bytes_per_param": self.bpp(self.estimator),
+        }
+        trim = self._first("trim_at_end")
+        if at == "end" and trim is not None:
+            out["malloc_trim_released_bytes_per_param"] = self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
+            out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
+        return out
+
+    # ---- sites --------------------------------------------------------------------------
+    def sites(self) -> list[dict[str, Any]]:
+        windows = {"init": [e["sites"] for e in self.by_kind.get("init", [])],
+                   "first_step": [e["sites"] for e in self.steps[:1]],
+                   "steady": [e["sites"] for e in self.steps[1:]]}
+        rows = []
+        for phase in SITE_PHASES:
+            per_window = windows[phase]
+            names = sorted({s for w in per_window for s in w})
+            n = len(per_window)
+            for site in names:
+                got = [w[site] for w in per_window if site in w]
+
+                def avg(key: str) -> float | None:
+                    values = [g[key] for g in got]
+                    if any(v is None for v in values):
+                        return None
+                    return sum(values) / n  # windows where the site did not run count as 0
+
+                rows.append({
+                    "site": site, "name": short_name(site), "phase": phase,
+                    "calls": sum(g["calls"] for g in got) / n,
+                    "retained_bytes_per_param": self.bpp(avg("retained")),
+                    "exclusive_bytes_per_param": self.bpp(avg("retained_excl")),
+                    "peak_bytes_per_param": self.bpp(max(g["peak"] for g in got)),
+                    "glibc_in_use_bytes_per_param": self.bpp(avg("inuse")),
+                    "glibc_free_bytes_per_param": self.bpp(avg("free")),
+                })
+        rows.sort(key=lambda r: (SITE_PHASES.index(r["phase"]), -abs(r["retained_bytes_per_param"] or 0)))
+        return rows
+
+    def site_status(self) -> dict[str, str]:
+        e = self._first("sites")
+        return e["installed"] if e else {}
+
+    # ---- interventions ------------------------------------------------------------------
+    def interventions(self) -> list[dict[str, Any]]:
+        from ..worker.interventions import REGISTRY, parse
+
+        effects = self.manifest.get("effects") or {}
+        out = []
+        for spec in self.manifest.get("patches", []):
+            name, _options = parse(spec)
+            entry = REGISTRY.get(name)
+            effect = effects.get(name, {})
+            count = effect.get(entry.counter, 0) if entry else 0
+            out.append({"name": name, "spec": spec, "counter": entry.counter if entry else None,
+                        "count": count, "took_effect": bool(count), "effects": effect})
+        return out
+
+    def never_took_effect(self) -> list[str]:
+        return [i["name"] for i in self.interventions() if not i["took_effect"]]
+
+    # ---- all of it ----------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """Flat name -> bytes/param, the vocabulary of diff, gate and bisect (e.g. 'init.rss')."""
+        out: dict[str, float] = {}
+        for phase, figures in self.phases().items():
+            for key, value in figures.items():
+                if value is not None:
+                    out[f"{phase}.{key}"] = value
+        if self.steps:
+            peaks = [e["peak"] for e in [*self.by_kind.get("init", []), *self.steps]]
+            value = self.bpp(max(peaks) - self.baseline["rss"]) if self.baseline else None
+            if value is not None:
+                out["peak"] = value
+        budget = self.budget("end")
+        if budget:
+            for key in ("live", "rss_above_baseline", "unexplained", "glibc_free_retained",
+                        "malloc_trim_released", "rss_after_trim_above_baseline"):
+                value = budget.get(f"{key}_bytes_per_param")
+                if value is not None:
+                    out[f"budget.{key}"] = value
+            for role, value in budget["roles"].items():
+                if value is not None:
+                    out[f"role.{role}"] = value
+        for row in self.sites():
+            for key in ("retained", "peak"):
+                value = row[f"{key}_bytes_per_param"]
+                if value is not None:
+                    out[f"site.{row['name']}.{row['phase']}.{key}"] = value
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.manifest
+        return {
+            "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": m.get("status"),
+            "error": m.get("error"), "scenario": m.get("scenario", {}).get("name"),
+            "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
+            "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
+            "malloc_env": m.get("malloc_env"), "glibc_malloc": (self.phase_events.get("process_start") or {}).get("glibc"),
+            "accelerator": m.get("accelerator"), "cuda": self._cuda_note(),
+            "baseline_rss_bytes": self.baseline["rss"] if self.baseline else None,
+            "phases": self.phases(),
+            "budget": self.budget("end"),
+            "budgets": [b for at in ("after_init", "after_first_step", "end") if (b := self.budget(at))],
+            "sites": self.sites(), "site_status": self.site_status(),
+            "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),
+            "metrics": self.metrics(),
+            "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
+        }
+
+    def _cuda_note(self) -> str:
+        last = self.steps[-1] if self.steps else None
+        if last is None or last.get("cuda") is None:
+            return "not available: no CUDA device in this process"
+        return "measured"

@@ -1,0 +1,49 @@
+"""Event stream -> tables (pandas). Missing measurements stay missing (NaN), never zero."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+MALLINFO = ("arena", "hblkhd", "uordblks", "fordblks", "keepcost")
+SMAPS = ("pss", "uss", "anonymous", "file_backed", "pss_anon", "pss_file")
+PARTS = ("forward", "backward", "optimizer")
+
+
+def _probe_columns(e: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"rss": e.get("rss")}
+    mi = e.get("mallinfo")
+    for k in MALLINFO:
+        row[f"glibc_{k}"] = mi[k] if mi else None
+    sm = e.get("smaps")
+    for k in SMAPS:
+        row[f"smaps_{k}"] = sm.get(k) if sm else None
+    cuda = e.get("cuda")
+    for k in ("allocated", "allocated_peak", "reserved", "reserved_peak"):
+        row[f"cuda_{k}"] = cuda.get(k) if cuda else None
+    return row
+
+
+def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per finished step: RSS, exact peak, glibc, smaps, CUDA, sub-phase figures."""
+    rows = []
+    for e in events:
+        if e["event"] != "step":
+            continue
+        row = {"step": e["step"], "time_s": e["time_s"], "peak": e["peak"], "entry_rss": e["entry_rss"],
+               "loss": e.get("loss"), **_probe_columns(e)}
+        for part in PARTS:
+            p = e.get("parts", {}).get(part, {})
+            row[f"{part}_rss"] = p.get("rss")
+            row[f"{part}_peak"] = p.get("peak")
+        rows.append(row)
+    columns = ["step", "time_s", "rss", "peak", "entry_rss", "loss", *[f"glibc_{k}" for k in MALLINFO],
+               *[f"smaps_{k}" for k in SMAPS], "cuda_allocated", "cuda_allocated_peak", "cuda_reserved",
+               "cuda_reserved_peak", *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
+    return pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})
+
+
+def phases_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = [{"phase": e["name"], "t": e["t"], **_probe_columns(e)} for e in events if e["event"] == "phase"]
+    return pd.DataFrame(rows)

@@ -1,0 +1,38 @@
+"""The command line: parses arguments and hands them to the library; nothing else lives here."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import UserError
+
+
+class Group(click.Group):
+    """Turns UserError into one line on stderr and exit code 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            click.echo(f"rssprobe: error: {e}", err=True)
+            sys.exit(e.exit_code)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rssprobe")
+def main() -> None:
+    """Memory forensics for DeepSpeed ZeRO-2 with the optimizer offloaded to the CPU."""
+
+
+def _register() -> None:
+    from .commands import doctor, patches, run, show
+
+    for module in (run, show, doctor, patches):
+        main.add_command(module.command)
+
+
+_register()

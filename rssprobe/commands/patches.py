@@ -1,0 +1,20 @@
+"""rssprobe patches: the interventions and patch sets that exist."""
+
+from __future__ import annotations
+
+import click
+
+from ..worker.interventions import REGISTRY, SETS
+
+
+@click.command("patches")
+@click.option("--all", "show_all", is_flag=True, help="Include test-only interventions.")
+def command(show_all: bool) -> None:
+    """List interventions (--patch NAME) and patch sets, one line each."""
+    for name, members in SETS.items():
+        click.echo(f"{name:24} set: {' + '.join(members)}")
+    for name, i in REGISTRY.items():
+        if show_all or not i.testing:
+            click.echo(f"{name:24} {i.description}")
+            for opt, text in i.options.items():
+                click.echo(f"{'':24}   {opt}: {text}")

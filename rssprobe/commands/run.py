@@ -1,0 +1,67 @@
+"""rssprobe run: one real ZeRO-2 CPU-offload training process, probed step by step."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import launcher, patchset, scenario
+from ..errors import UserError
+from .show import print_summary
+
+
+def _pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{flag} {item}: expected NAME=VALUE")
+        out[key] = value
+    return out
+
+
+@click.command("run")
+@click.argument("scenario_ref", metavar="[SCENARIO]", default="default")
+@click.option("--steps", type=int, help="Shortcut for --set steps=N.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory (default reports/runs/<time>-...).")
+@click.option("--baseline", is_flag=True, help="Apply no patch (the default).")
+@click.option("--patched", is_flag=True, help="Apply the scenario's declared patch set (default pr8132).")
+@click.option("--patch", "patches", multiple=True, metavar="NAME", help="Apply an intervention (repeatable).")
+@click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"]))
+@click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob, e.g. MALLOC_ARENA_MAX=2.")
+@click.option("--trim-at-end", is_flag=True, help="malloc_trim(0) after the final census; record what it frees.")
+@click.option("--label", help="Name the run (default: baseline, patched or the patch names).")
+def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], out: Path | None, baseline: bool,
+            patched: bool, patches: tuple[str, ...], allocator: str, malloc_env: tuple[str, ...],
+            trim_at_end: bool, label: str | None) -> None:
+    """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
+    sets = list(overrides) + ([f"steps={steps}"] if steps is not None else [])
+    sets += ["probes.trim_at_end=true"] if trim_at_end else []
+    scen = scenario.load(scenario_ref, sets)
+    patch_label, specs = patchset.resolve(scen, baseline, patched, list(patches))
+    env = _pairs(malloc_env, "--malloc-env")
+    bad = [k for k in env if not k.startswith("MALLOC_")]
+    if bad:
+        raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
+    req = launcher.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label or patch_label, patches=specs,
+                              allocator=allocator, malloc_env=env, out=out)
+    result = execute(req)
+    sys.exit(exit_code(result.status))
+
+
+def execute(req: launcher.RunRequest) -> launcher.RunResult:
+    """Run with a progress bar, then print the summary (shared by run and later by diff/gate --run)."""
+    from ..progress import RunProgress
+
+    with RunProgress(req.scenario.steps, f"{req.scenario.name} [{req.label}]") as progress:
+        result = launcher.run(req, progress)
+    print_summary(result.run, "terminal")
+    click.echo(f"run directory: {result.run.path}", err=True)
+    return result
+
+
+def exit_code(status: str) -> int:
+    return {"ok": 0, "interrupted": 130}.get(status, 1)

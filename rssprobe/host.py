@@ -1,0 +1,106 @@
+"""Facts about this machine and the project that a manifest must carry, and where caches live."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+
+def cache_root() -> Path:
+    base = os.environ.get("RSSPROBE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rssprobe")
+    return Path(base)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_key() -> str:
+    """Compiled ops use -march=native: key the cache by CPU model and feature flags."""
+    flags = ""
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        pass
+    return hashlib.sha1(f"{cpu_model()}|{flags}".encode()).hexdigest()[:10]
+
+
+def ops_cache_dir(torch_version: str, deepspeed_version: str) -> Path:
+    """TORCH_EXTENSIONS_DIR for one (Python, torch, DeepSpeed, CPU): compile once per machine."""
+    py = f"py{sysconfig.get_python_version().replace('.', '')}"
+    return cache_root() / "torch_extensions" / f"{py}-torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}"
+
+
+def package_version(name: str, python: str | None = None) -> str | None:
+    """A distribution's version without importing it (importing torch costs seconds)."""
+    if python is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+    code = ("import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\n"
+            "except m.PackageNotFoundError: pass")
+    out = subprocess.run([python, "-c", code, name], capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+def git_revision() -> str | None:
+    here = Path(__file__).resolve().parent.parent
+    if not (here / ".git").exists():
+        return None
+    out = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=12"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+def facts() -> dict[str, Any]:
+    return {
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "mem_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        "libc": "-".join(platform.libc_ver()),
+        "rssprobe_revision": git_revision(),
+    }
+
+
+# Allocators rssprobe can preload into the worker: name -> (Debian package, library file).
+ALLOCATORS: dict[str, tuple[str, str] | None] = {
+    "glibc": None,
+    "jemalloc": ("libjemalloc2", "libjemalloc.so.2"),
+    "tcmalloc": ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
+}
+
+
+def allocator_library(name: str) -> str | None:
+    """The LD_PRELOAD path for an allocator (None for glibc); UserError naming the package if missing."""
+    if name not in ALLOCATORS:
+        raise UserError(f"--allocator {name}: unknown allocator (known: {', '.join(ALLOCATORS)})")
+    entry = ALLOCATORS[name]
+    if entry is None:
+        return None
+    package, filename = entry
+    multiarch = sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
+    for directory in (f"/usr/lib/{multiarch}", "/usr/lib", "/usr/local/lib"):
+        path = Path(directory) / filename
+        if path.exists():
+            return str(path)
+    raise UserError(f"--allocator {name}: {filename} not found; install the Debian package {package} "
+                    f"(apt-get install {package})")

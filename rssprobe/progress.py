@@ -1,0 +1,55 @@
+"""Live progress of a run in the terminal: phase, compile notices, step, RSS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+PHASE_TEXT = {
+    "process_start": "starting worker",
+    "after_imports": "torch and DeepSpeed imported",
+    "ops_loaded": "ops loaded",
+    "pre_model": "baseline taken",
+    "after_model": "model built; deepspeed.initialize",
+}
+
+
+class RunProgress:
+    """An on_event callback for launcher.run that drives a rich progress bar."""
+
+    def __init__(self, steps: int, title: str, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[rss]}"), TimeElapsedColumn(),
+                                 console=self.console, transient=False)
+        self.task = self.progress.add_task(f"{title}: starting", total=steps, rss="")
+        self.title = title
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def __call__(self, e: dict[str, Any]) -> None:
+        kind = e["event"]
+        rss = f"RSS {e['rss'] / 2**20:,.0f} MiB" if "rss" in e else None
+        fields = {"rss": rss} if rss else {}
+        if kind == "phase":
+            self.progress.update(self.task, description=f"{self.title}: {PHASE_TEXT.get(e['name'], e['name'])}",
+                                 **fields)
+        elif kind == "compiling":
+            self.progress.update(self.task, description=f"{self.title}: compiling DeepSpeed op {e['op']} "
+                                 "(once per machine and version, about a minute)")
+        elif kind == "init":
+            self.progress.update(self.task, description=f"{self.title}: training", **fields)
+        elif kind == "step":
+            self.progress.update(self.task, completed=e["step"], description=f"{self.title}: step {e['step']}",
+                                 **fields)
+        elif kind in ("error", "usage_error"):
+            self.progress.update(self.task, description=f"{self.title}: failed")
+        elif kind == "end":
+            self.progress.update(self.task, description=f"{self.title}: {e.get('status')}")

@@ -1,0 +1,38 @@
+"""Rich tables for the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from .views import NA, Table
+
+
+def render(lines: list[str], tables: list[Table], console: Console | None = None, alarm: bool = False) -> None:
+    """alarm: show the header in red (a failed run, a patch that never took effect)."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # piped or captured: do not squeeze tables to 80 columns
+    for line in lines:
+        red = alarm and (line is lines[0] or line.startswith("WARNING"))
+        console.print(line, style="bold red" if red else None, markup=False, highlight=False)
+    for t in tables:
+        rt = RichTable(title=t.title, title_justify="left", caption=t.note or None, caption_justify="left")
+        for i, col in enumerate(t.columns):
+            numeric = i > 0 and all(_numeric(row[i]) for row in t.rows)
+            rt.add_column(col, justify="right" if numeric else "left")
+        for row in t.rows:
+            rt.add_row(*[str(c) for c in row])
+        console.print(rt)
+
+
+def _numeric(cell: object) -> bool:
+    text = str(cell).split(" ")[0].replace(",", "")
+    if text == NA:
+        return True
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False

@@ -1,0 +1,124 @@
+"""Summary dicts -> plain tables (title, columns, rows). Every output format renders these,
+so the terminal, markdown and CSV outputs always show the same figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NA = "n/a"
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+    note: str = ""
+
+
+def bpp(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return NA
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def mib(value: float | None) -> str:
+    return NA if value is None else f"{value / 2**20:.1f}"
+
+
+def header_lines(s: dict[str, Any]) -> list[str]:
+    v = s.get("versions") or {}
+    status = s["status"]
+    if status != "ok":
+        status = f"{status.upper()}: {s.get('error') or ''}".rstrip(": ")
+    glibc = s.get("glibc_malloc") or {}
+    lines = [
+        f"run {s['run']}  [{s['label']}]  scenario {s['scenario']}  status {status}",
+        f"params {s['params'] or NA:,}  steps {s['steps_done']}/{s['steps_requested']}  "
+        f"baseline RSS {mib(s.get('baseline_rss_bytes'))} MiB (pre-model; every figure is above it, per parameter)"
+        if s.get("params") else f"steps {s['steps_done']}/{s['steps_requested']}",
+        f"torch {v.get('torch', NA)}  deepspeed {v.get('deepspeed', NA)}  python {v.get('python', NA)}  "
+        f"glibc {v.get('glibc', NA)}  accelerator {s.get('accelerator') or NA}",
+        f"allocator {s.get('allocator')}"
+        + (f" {s['malloc_env']}" if s.get("malloc_env") else "")
+        + ("" if glibc.get("available", True) else f"  (mallinfo2 not available: {glibc.get('reason')})"),
+        f"CUDA: {s.get('cuda')}",
+    ]
+    if s.get("never_took_effect"):
+        lines.append(f"WARNING: requested patch never took effect: {', '.join(s['never_took_effect'])} "
+                     "(this run proves nothing about it)")
+    return lines
+
+
+def phases_table(s: dict[str, Any]) -> Table:
+    t = Table("Phases (bytes per parameter above the pre-model baseline)",
+              ["phase", "RSS", "peak RSS", "glibc in use", "glibc free-retained"])
+    for phase, f in s["phases"].items():
+        if f:
+            t.rows.append([phase, bpp(f.get("rss")), bpp(f.get("peak")), bpp(f.get("glibc_in_use")),
+                           bpp(f.get("glibc_free"))])
+    t.note = "steady = mean over steps after the first (peak: max)."
+    return t
+
+
+def budget_table(s: dict[str, Any]) -> Table | None:
+    budgets = s.get("budgets") or []
+    if not budgets:
+        return None
+    ats = [b["at"] for b in budgets]
+    t = Table("Live-buffer budget (resident bytes per parameter)", ["role", *ats])
+    roles: list[str] = []
+    for b in budgets:
+        roles += [r for r in b["roles"] if r not in roles]
+    for role in roles:
+        t.rows.append([role, *[bpp(b["roles"].get(role)) for b in budgets]])
+    for key, label in (("live", "= live tensors"), ("rss_above_baseline", "RSS above baseline"),
+                       ("unexplained", "unexplained (RSS - live)"),
+                       ("glibc_free_retained", "  of which glibc free-retained"),
+                       ("malloc_trim_released", "malloc_trim(0) at end released"),
+                       ("estimator", "DeepSpeed estimator (reference)")):
+        values = [b.get(f"{key}_bytes_per_param") for b in budgets]
+        if any(v is not None for v in values):
+            t.rows.append([label, *[bpp(v) for v in values]])
+    t.note = "Roles from DeepSpeed's own attributes; resident pages read from /proc/self/pagemap."
+    return t
+
+
+def _quiet(r: dict[str, Any]) -> bool:
+    keys = ("retained", "exclusive", "peak", "glibc_in_use", "glibc_free")
+    return all(abs(r[f"{k}_bytes_per_param"] or 0) < 0.005 for k in keys)
+
+
+def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
+    t = Table("Code sites (bytes per parameter; steady = mean per step)",
+              ["site", "phase", "calls", "retained", "exclusive", "peak", "glibc in use", "glibc free"])
+    rows = s["sites"] if all_rows else [r for r in s["sites"] if not _quiet(r)]
+    for r in rows:
+        t.rows.append([r["name"], r["phase"], f"{r['calls']:g}", bpp(r["retained_bytes_per_param"], True),
+                       bpp(r["exclusive_bytes_per_param"], True), bpp(r["peak_bytes_per_param"]),
+                       bpp(r["glibc_in_use_bytes_per_param"], True), bpp(r["glibc_free_bytes_per_param"], True)])
+    notes = []
+    if len(rows) < len(s["sites"]):
+        notes.append(f"{len(s['sites']) - len(rows)} rows with every figure below 0.005 hidden (--all-sites shows them)")
+    absent = [k for k, v in (s.get("site_status") or {}).items() if v == "absent"]
+    if absent:
+        notes.append("absent in this version: " + ", ".join(absent))
+    t.note = "; ".join(notes)
+    return t
+
+
+def interventions_table(s: dict[str, Any]) -> Table | None:
+    if not s.get("interventions"):
+        return None
+    t = Table("Interventions (how often each actually took effect)", ["intervention", "took effect", "count", "detail"])
+    for i in s["interventions"]:
+        detail = {k: v for k, v in i["effects"].items() if k not in ("log", i["counter"])}
+        t.rows.append([i["spec"], "yes" if i["took_effect"] else "NO", f"{i['count']} ({i['counter']})",
+                       ", ".join(f"{k}={v}" for k, v in detail.items())])
+    return t
+
+
+def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
+    tables = [phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s)]
+    return [t for t in tables if t is not None]

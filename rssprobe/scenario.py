@@ -1,0 +1,213 @@
+"""Scenario files: a validated TOML schema, packaged defaults, and --set overrides.
+
+A scenario is data: everything a run does (model size, precision, ZeRO config, probes,
+patch set) is declared here, so two runs of one scenario differ only by what the command
+line says (label, patches, allocator), and the manifest can record it whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import UserError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Model(_Strict):
+    """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width."""
+
+    params: float | None = Field(None, gt=0, description="target parameter count (sets layers)")
+    layers: int | None = Field(None, gt=0)
+    width: int = Field(1024, gt=0)
+    param_groups: int = Field(1, gt=0, description="optimizer param groups (layers split round-robin)")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Model:
+        if (self.params is None) == (self.layers is None):
+            raise ValueError("give exactly one of model.params or model.layers")
+        if self.param_groups > self.n_layers:
+            raise ValueError(f"param_groups ({self.param_groups}) exceeds the number of layers ({self.n_layers})")
+        return self
+
+    @property
+    def n_layers(self) -> int:
+        if self.layers is not None:
+            return self.layers
+        return max(1, round(float(self.params or 0) / (self.width * self.width + self.width)))
+
+    @property
+    def n_params(self) -> int:
+        return self.n_layers * (self.width * self.width + self.width)
+
+
+class Zero(_Strict):
+    stage: int = 2
+    offload_optimizer: Literal["cpu"] = "cpu"
+    pin_memory: bool = True
+    contiguous_gradients: bool = True
+    overlap_comm: bool = False
+    reduce_bucket_size: int = Field(500_000_000, gt=0)
+    allgather_bucket_size: int = Field(500_000_000, gt=0)
+    gradient_clipping: float = Field(1.0, ge=0)
+
+    @field_validator("stage")
+    @classmethod
+    def _stage(cls, v: int) -> int:
+        if v != 2:
+            raise ValueError(f"rssprobe measures ZeRO stage 2 with CPU optimizer offload; stage {v} is not supported")
+        return v
+
+    @field_validator("reduce_bucket_size", "allgather_bucket_size", mode="before")
+    @classmethod
+    def _int_from_float(cls, v: Any) -> Any:
+        return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+class Optimizer(_Strict):
+    type: Literal["Adam", "AdamW"] = "AdamW"
+    lr: float = Field(1e-4, gt=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+
+
+class Probes(_Strict):
+    sites: Literal["default", "none"] = "default"
+    extra_sites: list[str] = Field(default_factory=list, description="more dotted paths; must exist")
+    trace_sites: list[str] = Field(default_factory=list, description="sites that also log every call")
+    census: bool = True
+    smaps: bool = True
+    trim_at_end: bool = Field(False, description="malloc_trim(0) after the final census and record what it frees")
+
+
+class Patches(_Strict):
+    patched: list[str] = Field(default_factory=lambda: ["pr8132"], description="what --patched applies")
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    precision: Literal["bf16", "fp32", "fp16"] = "bf16"
+    steps: int = Field(10, gt=0)
+    micro_batch: int = Field(4, gt=0)
+    grad_accum_steps: int = Field(1, gt=0)
+    seed: int = 0
+    world_size: int = Field(1, gt=0)
+    timeout_s: float = Field(900, gt=0)
+    model: Model
+    zero: Zero = Field(default_factory=Zero)
+    optimizer: Optimizer = Field(default_factory=Optimizer)
+    probes: Probes = Field(default_factory=Probes)
+    patches: Patches = Field(default_factory=Patches)
+
+    @field_validator("world_size")
+    @classmethod
+    def _world(cls, v: int) -> int:
+        if v != 1:
+            raise ValueError("multi-rank runs are not supported yet; world_size must be 1")
+        return v
+
+    def deepspeed_config(self) -> dict[str, Any]:
+        """The DeepSpeed config dict this scenario stands for."""
+        z, o = self.zero, self.optimizer
+        config: dict[str, Any] = {
+            "train_micro_batch_size_per_gpu": self.micro_batch,
+            "gradient_accumulation_steps": self.grad_accum_steps,
+            "gradient_clipping": z.gradient_clipping,
+            "steps_per_print": 10**9,
+            "zero_optimization": {
+                "stage": z.stage,
+                "offload_optimizer": {"device": z.offload_optimizer, "pin_memory": z.pin_memory},
+                "contiguous_gradients": z.contiguous_gradients,
+                "overlap_comm": z.overlap_comm,
+                "reduce_bucket_size": z.reduce_bucket_size,
+                "allgather_bucket_size": z.allgather_bucket_size,
+            },
+            "optimizer": {"type": o.type, "params": {"lr": o.lr, "betas": list(o.betas), "eps": o.eps,
+                                                     "weight_decay": o.weight_decay}},
+        }
+        if self.precision == "bf16":
+            config["bf16"] = {"enabled": True}
+        elif self.precision == "fp16":
+            config["fp16"] = {"enabled": True}
+        return config
+
+
+def packaged_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("rssprobe.scenarios").iterdir() if p.name.endswith(".toml"))
+
+
+def _read(ref: str) -> tuple[str, dict[str, Any]]:
+    """(label for messages, raw dict) for a path or a packaged scenario name."""
+    path = Path(ref)
+    if path.suffix == ".toml" or path.exists():
+        label = str(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise UserError(f"{label}: no such file") from None
+        except OSError as e:
+            raise UserError(f"{label}: cannot read ({e.strerror})") from None
+    else:
+        res = resources.files("rssprobe.scenarios").joinpath(f"{ref}.toml")
+        if not res.is_file():
+            raise UserError(f"{ref}: no such file or packaged scenario (packaged: {', '.join(packaged_names())})")
+        label, text = f"{ref} (packaged)", res.read_text()
+    try:
+        return label, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{label}: not valid TOML ({e})") from None
+
+
+def _parse_value(text: str) -> Any:
+    """A --set value is read as a TOML value (3, 1e6, true, [1, 2]); anything else is a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--set {item}: expected key=value")
+        parts = key.strip().split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UserError(f"{label}: {key}: {part} is not a table")
+            node = child
+        node[parts[-1]] = _parse_value(value.strip())
+    return out
+
+
+def validate(raw: dict[str, Any], label: str) -> Scenario:
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        reason = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            reason = "unknown key"
+        elif err["type"] == "missing":
+            reason = "required key is missing"
+        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise UserError(f"{label}: {key}: {reason}{more}") from None
+
+
+def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:
+    label, raw = _read(ref)
+    return validate(apply_overrides(raw, overrides or [], label), label)

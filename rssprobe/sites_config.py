@@ -1,0 +1,29 @@
+"""Which code sites a run instruments: the declared default set plus the scenario's extras."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+from .scenario import Scenario
+
+
+def default_sites() -> list[str]:
+    return list(tomllib.loads(resources.files("rssprobe.data").joinpath("sites.toml").read_text())["sites"])
+
+
+def for_scenario(scenario: Scenario) -> list[tuple[str, bool]]:
+    """(dotted path, required): default sites may be absent in a version; user-given ones must exist."""
+    probes = scenario.probes
+    out = [(path, False) for path in (default_sites() if probes.sites == "default" else [])]
+    known = {p for p, _ in out}
+    out += [(path, True) for path in [*probes.extra_sites, *probes.trace_sites] if path not in known]
+    return out
+
+
+def short_name(path: str) -> str:
+    """'deepspeed.runtime...DeepSpeedZeroOptimizer.step' -> 'DeepSpeedZeroOptimizer.step'."""
+    parts = path.split(".")
+    if len(parts) >= 2 and parts[-2][:1].isupper():
+        return ".".join(parts[-2:])
+    return ".".join(parts[-2:]) if len(parts) >= 2 else path

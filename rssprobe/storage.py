@@ -1,0 +1,118 @@
+"""Run directories on disk: manifest, event stream, per-step table; finding runs by reference.
+
+A run directory holds
+  manifest.json   what ran and how it ended (written before the worker starts, updated at the end)
+  worker.json     the exact instructions the worker got
+  events.jsonl    everything the worker measured, one flushed line per event
+  steps.parquet   the per-step table, derived from events.jsonl when the run ends
+  worker.log      the worker's stdout and stderr
+Everything a report shows is derived from these files, never kept only in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+MANIFEST = "manifest.json"
+EVENTS = "events.jsonl"
+STEPS = "steps.parquet"
+WORKER_SPEC = "worker.json"
+WORKER_LOG = "worker.log"
+
+
+def runs_root() -> Path:
+    return Path(os.environ.get("RSSPROBE_RUNS", "reports/runs"))
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def create(cls, out: Path | None, scenario: str, label: str) -> RunDir:
+        if out is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+            out = runs_root() / f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', scenario)}-{label}"
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"{out}: output directory exists and is not empty")
+        out.mkdir(parents=True, exist_ok=True)
+        return cls(out)
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.path / MANIFEST).read_text())
+        except FileNotFoundError:
+            raise UserError(f"{self.path}: not a run directory (no {MANIFEST})") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"{self.path / MANIFEST}: corrupt manifest ({e})") from None
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.path / MANIFEST, manifest)
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        manifest = self.manifest()
+        manifest.update(fields)
+        self.write_manifest(manifest)
+        return manifest
+
+    def events(self) -> list[dict[str, Any]]:
+        """All complete events; a torn last line (the worker died mid-write) is dropped."""
+        path = self.path / EVENTS
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def log_tail(self, lines: int = 20) -> str:
+        path = self.path / WORKER_LOG
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def find_runs(root: Path | None = None) -> list[RunDir]:
+    root = root or runs_root()
+    if not root.is_dir():
+        return []
+    runs = [RunDir(p) for p in root.iterdir() if (p / MANIFEST).is_file()]
+    return sorted(runs, key=lambda r: (r.manifest().get("started", ""), r.id))
+
+
+def resolve(ref: str) -> RunDir:
+    """A run by path, by id under the runs root, or 'latest'."""
+    if ref == "latest":
+        runs = find_runs()
+        if not runs:
+            raise UserError(f"latest: no runs under {runs_root()}")
+        return runs[-1]
+    for candidate in (Path(ref), runs_root() / ref):
+        if (candidate / MANIFEST).is_file():
+            return RunDir(candidate)
+    raise UserError(f"{ref}: no such run (not a run directory, not an id under {runs_root()}, not 'latest')")

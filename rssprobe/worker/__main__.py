@@ -1,0 +1,168 @@
+"""The worker: one fresh process per run, probing itself while it trains.
+
+    python -m rssprobe.worker RUN_DIR
+
+reads RUN_DIR/worker.json (written by the orchestrator) and appends every measurement
+to RUN_DIR/events.jsonl. It imports nothing heavy before its first probe and nothing of
+the orchestration side (pandas, rich) at all, so its memory is the training's memory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import census, glibc, procfs
+from .events import EventWriter
+from .interventions import REGISTRY, Context, Refused, parse
+from .probes import PeakTracker, cuda_stats, snapshot
+from .sites import SiteError, SiteRecorder
+
+EXIT_USAGE = 3  # the orchestrator turns this into a one-line user error
+
+
+class Worker:
+    def __init__(self, run_dir: Path) -> None:
+        self.spec = json.loads((run_dir / "worker.json").read_text())
+        self.scenario = self.spec["scenario"]
+        self.events = EventWriter(run_dir / "events.jsonl")
+        self.tracker = PeakTracker()
+        self.ctx = Context()
+        self.torch: Any = None
+        self.engine: Any = None
+
+    def probe(self, smaps: bool = False) -> dict[str, Any]:
+        out = snapshot(with_smaps=smaps and self.scenario["probes"]["smaps"])
+        if self.torch is not None:
+            out["cuda"] = cuda_stats(self.torch)
+        return out
+
+    def phase(self, name: str, **extra: Any) -> None:
+        self.events.emit("phase", name=name, **self.probe(smaps=True), **extra)
+
+    def census(self, at: str) -> None:
+        if self.scenario["probes"]["census"]:
+            zero_opt = getattr(self.engine, "optimizer", None)
+            self.events.emit("census", at=at, rss=procfs.rss_bytes(), mallinfo=glibc.mallinfo2(),
+                             **census.take(zero_opt, self.torch))
+
+    def run(self) -> None:
+        self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)
+        import torch
+
+        self.torch = torch
+        from . import training
+
+        accelerator = training.pick_accelerator()
+        import deepspeed
+
+        self.events.emit("hello", versions={"python": sys.version.split()[0], "torch": torch.__version__,
+                                            "deepspeed": deepspeed.__version__, "glibc": glibc.STATUS.version},
+                         accelerator=accelerator, cuda_available=torch.cuda.is_available())
+        self.phase("after_imports")
+
+        def compiling(op: str) -> None:
+            self.events.emit("compiling", op=op)
+
+        training.init_distributed(compiling)
+        training.load_cpu_adam(compiling)
+        self.phase("ops_loaded")
+        self.census("pre_model")
+        self.phase("pre_model")  # the per-run baseline: everything later is divided by params above it
+
+        model, groups, params = training.build_model(self.scenario)
+        self.ctx.params = params
+        self.events.emit("model", params=params, param_groups=len(groups),
+                         estimator_cpu_bytes=training.estimator_cpu_bytes(params))
+        self.phase("after_model")
+
+        for spec in self.spec["patches"]:
+            name, options = parse(spec)
+            REGISTRY[name].apply(self.ctx, options)
+        recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
+        for path, required in self.spec["sites"]:
+            recorder.install(path, required)
+        self.events.emit("sites", installed=recorder.installed)
+
+        interval = self.tracker.enter()
+        t0 = time.perf_counter()
+        self.engine = training.initialize(model, groups, self.spec["deepspeed_config"])
+        init_s = time.perf_counter() - t0
+        peak = self.tracker.exit(interval)
+        sites, calls = recorder.drain()
+        self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
+                         effects=self.ctx.effects, **self.probe(smaps=True))
+        self.census("after_init")
+
+        self.train(recorder)
+
+        self.census("end")
+        if self.scenario["probes"]["trim_at_end"]:
+            before = self.probe()
+            returned = glibc.malloc_trim(0)
+            self.events.emit("trim_at_end", returned=returned, before=before, after=self.probe())
+        self.events.emit("end", status="ok", effects=self.ctx.effects)
+
+    def train(self, recorder: SiteRecorder) -> None:
+        torch, engine, scenario = self.torch, self.engine, self.scenario
+        x = torch.randn(scenario["micro_batch"], scenario["model"]["width"],
+                        dtype=training_dtype(scenario), device=engine.device)
+        for step in range(1, scenario["steps"] + 1):
+            self.ctx.step = step
+            step_interval = self.tracker.enter()
+            t0 = time.perf_counter()
+            parts: dict[str, dict[str, int]] = {}
+            for _micro in range(scenario["grad_accum_steps"]):
+                loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
+                self._part(parts, "backward", lambda: engine.backward(loss))
+                self._part(parts, "optimizer", engine.step)
+            time_s = time.perf_counter() - t0
+            peak = self.tracker.exit(step_interval)
+            sites, calls = recorder.drain()
+            self.events.emit("step", step=step, time_s=time_s, peak=peak, entry_rss=step_interval.rss0,
+                             parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
+                             loss=float(loss.detach()), **self.probe(smaps=True))
+            if step == 1:
+                self.census("after_first_step")
+
+    def _part(self, parts: dict[str, dict[str, int]], name: str, fn: Any) -> Any:
+        interval = self.tracker.enter()
+        out = fn()
+        peak = self.tracker.exit(interval)
+        part = parts.setdefault(name, {"peak": 0})
+        part["peak"] = max(part["peak"], peak)
+        part["rss"] = procfs.rss_bytes()
+        return out
+
+
+def training_dtype(scenario: dict[str, Any]) -> Any:
+    from .training import input_dtype
+
+    return input_dtype(scenario)
+
+
+def main(argv: list[str]) -> int:
+    worker = Worker(Path(argv[1]))
+    try:
+        worker.run()
+        return 0
+    except (SiteError, Refused) as e:
+        worker.events.emit("usage_error", message=str(e))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        worker.events.emit("end", status="interrupted")
+        return 130
+    except BaseException as e:  # noqa: BLE001 - every failure must reach the run's record
+        worker.events.emit("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+        traceback.print_exc()
+        return 1
+    finally:
+        worker.events.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,83 @@
+"""glibc malloc introspection through ctypes: mallinfo2 and malloc_trim.
+
+Only meaningful when the process really allocates through glibc: under a preloaded
+jemalloc/tcmalloc glibc's mallinfo2 still answers, with zeros. We therefore check
+that the `malloc` the process resolves is glibc's own before trusting it, and report
+"not available" (None) instead of numbers otherwise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from dataclasses import dataclass
+
+MALLINFO_FIELDS = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                   "keepcost")
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in MALLINFO_FIELDS]
+
+
+@dataclass(frozen=True)
+class GlibcStatus:
+    available: bool
+    reason: str
+    version: str | None
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def _status() -> GlibcStatus:
+    libc = _libc()
+    if libc is None or not hasattr(libc, "gnu_get_libc_version"):
+        return GlibcStatus(False, "not glibc (no libc.so.6 / gnu_get_libc_version)", None)
+    libc.gnu_get_libc_version.restype = ctypes.c_char_p
+    version = libc.gnu_get_libc_version().decode()
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if (major, minor) < (2, 33):
+        return GlibcStatus(False, f"glibc {version} < 2.33 has no mallinfo2", version)
+    if not hasattr(libc, "mallinfo2"):
+        return GlibcStatus(False, f"glibc {version} exports no mallinfo2", version)
+    # The malloc the process actually calls is the first one in symbol lookup order
+    # (an LD_PRELOADed allocator wins); compare it with libc's own definition.
+    process_malloc = ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value
+    libc_malloc = ctypes.cast(libc.malloc, ctypes.c_void_p).value
+    if process_malloc != libc_malloc:
+        return GlibcStatus(False, "malloc is not glibc's (another allocator is preloaded)", version)
+    return GlibcStatus(True, "glibc malloc", version)
+
+
+STATUS = _status()
+_LIBC = _libc() if STATUS.available else None
+if _LIBC is not None:
+    _LIBC.mallinfo2.restype = _Mallinfo2
+    _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+    _LIBC.malloc_trim.restype = ctypes.c_int
+
+
+def mallinfo2() -> dict[str, int] | None:
+    """The five byte counters that matter, or None when glibc malloc is not in use."""
+    if _LIBC is None:
+        return None
+    info = _LIBC.mallinfo2()
+    return {
+        "arena": info.arena,
+        "hblkhd": info.hblkhd,
+        "uordblks": info.uordblks,
+        "fordblks": info.fordblks,
+        "keepcost": info.keepcost,
+    }
+
+
+def malloc_trim(pad: int = 0) -> int | None:
+    """Call glibc malloc_trim; returns 1 if memory was released, 0 if not, None when not glibc."""
+    if _LIBC is None:
+        return None
+    return int(_LIBC.malloc_trim(pad))

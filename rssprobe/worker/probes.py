@@ -1,0 +1,88 @@
+"""Cheap per-interval memory probes: RSS, exact peak, glibc counters, CUDA allocators.
+
+The peak of nested intervals (a step, a site inside it, a site inside that) comes from a
+single kernel counter, VmHWM. Resetting it for an inner interval would lose the outer
+interval's peak so far, so before every reset the current VmHWM is folded into the
+enclosing interval's running peak; each interval's peak is then exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import glibc, procfs
+
+
+class Interval:
+    __slots__ = ("rss0", "peak")
+
+    def __init__(self, rss0: int) -> None:
+        self.rss0 = rss0
+        self.peak = rss0
+
+
+class PeakTracker:
+    """Stack of open intervals sharing the process-wide VmHWM counter."""
+
+    def __init__(self) -> None:
+        self._stack: list[Interval] = []
+        self.reset_works = procfs.reset_hwm()
+
+    def enter(self) -> Interval:
+        if self._stack:
+            top = self._stack[-1]
+            top.peak = max(top.peak, procfs.hwm_bytes())
+        procfs.reset_hwm()
+        interval = Interval(procfs.rss_bytes())
+        self._stack.append(interval)
+        return interval
+
+    def exit(self, interval: Interval) -> int:
+        """Close the innermost interval; returns its exact peak RSS in bytes."""
+        popped = self._stack.pop()
+        assert popped is interval, "intervals must close innermost first"
+        interval.peak = max(interval.peak, procfs.hwm_bytes())
+        if self._stack:
+            parent = self._stack[-1]
+            parent.peak = max(parent.peak, interval.peak)
+        return interval.peak
+
+
+def snapshot(with_smaps: bool = False) -> dict[str, Any]:
+    """One point-in-time reading. mallinfo is None (not zeros) when glibc malloc is not in use."""
+    out: dict[str, Any] = {"rss": procfs.rss_bytes(), "mallinfo": glibc.mallinfo2()}
+    if with_smaps:
+        out["smaps"] = procfs.smaps_rollup()
+    return out
+
+
+def cuda_stats(torch_module: Any) -> dict[str, Any] | None:
+    """CUDA caching-allocator and pinned-host figures, or None where CUDA is absent."""
+    cuda = torch_module.cuda
+    if not cuda.is_available() or not cuda.is_initialized():
+        return None
+    stats = cuda.memory_stats()
+    out: dict[str, Any] = {
+        "allocated": stats.get("allocated_bytes.all.current"),
+        "allocated_peak": stats.get("allocated_bytes.all.peak"),
+        "reserved": stats.get("reserved_bytes.all.current"),
+        "reserved_peak": stats.get("reserved_bytes.all.peak"),
+    }
+    host_stats = getattr(cuda, "host_memory_stats", None)
+    if host_stats is not None:
+        # Key names changed across torch releases; keep every byte counter as given.
+        out["pinned_host"] = {k: v for k, v in _flatten(host_stats()).items() if "bytes" in k.lower()}
+    else:
+        out["pinned_host"] = None
+    return out
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
