@@ -8,11 +8,11 @@ line says (label, patches, allocator), and the manifest can record it whole.
 from __future__ import annotations
 
 import copy
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import UserError

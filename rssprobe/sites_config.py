@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
+
+import tomllib
 
 from .scenario import Scenario
 

@@ -7,6 +7,7 @@ since import costs differ between versions by tens of MiB and are not per-parame
 
 from __future__ import annotations
 
+import functools
 from statistics import fmean
 from typing import Any
 
@@ -23,6 +24,14 @@ def _in_use(mi: dict[str, int] | None) -> int | None:
 
 def _free(mi: dict[str, int] | None) -> int | None:
     return None if mi is None else mi["fordblks"]
+
+
+def _window_mean(got: list[dict[str, Any]], n: int, key: str) -> float | None:
+    """Mean per window; windows in which the site did not run count as 0."""
+    values = [g[key] for g in got]
+    if any(v is None for v in values):
+        return None
+    return sum(values) / n
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -125,13 +134,7 @@ class Summary:
             n = len(per_window)
             for site in names:
                 got = [w[site] for w in per_window if site in w]
-
-                def avg(key: str) -> float | None:
-                    values = [g[key] for g in got]
-                    if any(v is None for v in values):
-                        return None
-                    return sum(values) / n  # windows where the site did not run count as 0
-
+                avg = functools.partial(_window_mean, got, n)
                 rows.append({
                     "site": site, "name": short_name(site), "phase": phase,
                     "calls": sum(g["calls"] for g in got) / n,
@@ -203,7 +206,8 @@ class Summary:
             "error": m.get("error"), "scenario": m.get("scenario", {}).get("name"),
             "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
             "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
-            "malloc_env": m.get("malloc_env"), "glibc_malloc": (self.phase_events.get("process_start") or {}).get("glibc"),
+            "malloc_env": m.get("malloc_env"),
+            "glibc_malloc": (self.phase_events.get("process_start") or {}).get("glibc"),
             "accelerator": m.get("accelerator"), "cuda": self._cuda_note(),
             "baseline_rss_bytes": self.baseline["rss"] if self.baseline else None,
             "phases": self.phases(),

@@ -25,7 +25,7 @@ def checks() -> list[tuple[str, bool, str]]:
         try:
             path = host.allocator_library(name)
             out.append((f"--allocator {name}", True, str(path)))
-        except Exception as e:  # noqa: BLE001 - reported, not raised
+        except Exception as e:
             out.append((f"--allocator {name}", False, str(e).split(": ", 1)[-1]))
     torch_v, ds_v = host.package_version("torch"), host.package_version("deepspeed")
     out.append(("torch", torch_v is not None, torch_v or "not installed"))

@@ -100,7 +100,8 @@ def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
                        bpp(r["glibc_in_use_bytes_per_param"], True), bpp(r["glibc_free_bytes_per_param"], True)])
     notes = []
     if len(rows) < len(s["sites"]):
-        notes.append(f"{len(s['sites']) - len(rows)} rows with every figure below 0.005 hidden (--all-sites shows them)")
+        hidden = len(s["sites"]) - len(rows)
+        notes.append(f"{hidden} rows with every figure below 0.005 hidden (--all-sites shows them)")
     absent = [k for k, v in (s.get("site_status") or {}).items() if v == "absent"]
     if absent:
         notes.append("absent in this version: " + ", ".join(absent))

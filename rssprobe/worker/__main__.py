@@ -9,7 +9,9 @@ the orchestration side (pandas, rich) at all, so its memory is the training's me
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 import time
 import traceback
@@ -60,8 +62,9 @@ class Worker:
         accelerator = training.pick_accelerator()
         import deepspeed
 
-        self.events.emit("hello", versions={"python": sys.version.split()[0], "torch": torch.__version__,
-                                            "deepspeed": deepspeed.__version__, "glibc": glibc.STATUS.version},
+        versions = {"python": sys.version.split()[0], "torch": torch.__version__,
+                    "deepspeed": deepspeed.__version__, "glibc": glibc.STATUS.version}
+        self.events.emit("hello", pid=os.getpid(), versions=versions,
                          accelerator=accelerator, cuda_available=torch.cuda.is_available())
         self.phase("after_imports")
 
@@ -118,7 +121,7 @@ class Worker:
             parts: dict[str, dict[str, int]] = {}
             for _micro in range(scenario["grad_accum_steps"]):
                 loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
-                self._part(parts, "backward", lambda: engine.backward(loss))
+                self._part(parts, "backward", functools.partial(engine.backward, loss))
                 self._part(parts, "optimizer", engine.step)
             time_s = time.perf_counter() - t0
             peak = self.tracker.exit(step_interval)
@@ -156,7 +159,7 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         worker.events.emit("end", status="interrupted")
         return 130
-    except BaseException as e:  # noqa: BLE001 - every failure must reach the run's record
+    except BaseException as e:
         worker.events.emit("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         traceback.print_exc()
         return 1

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import gc
 import os
-import tomllib
 import warnings
+from collections.abc import Iterator
 from importlib import resources
-from typing import Any, Iterator
+from typing import Any
+
+import tomllib
 
 from .procfs import PAGE_SIZE
 

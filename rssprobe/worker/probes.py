@@ -14,7 +14,7 @@ from . import glibc, procfs
 
 
 class Interval:
-    __slots__ = ("rss0", "peak")
+    __slots__ = ("peak", "rss0")
 
     def __init__(self, rss0: int) -> None:
         self.rss0 = rss0

@@ -14,8 +14,9 @@ import functools
 import importlib
 import inspect
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import glibc, procfs
 from .probes import PeakTracker

@@ -7,8 +7,9 @@ the process-start probe is taken before either is loaded.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def pick_accelerator() -> str:

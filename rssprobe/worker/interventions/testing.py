@@ -90,7 +90,9 @@ def apply_litter(ctx: Context, options: dict[str, str]) -> None:
             ptrs = [libc.malloc(chunk) for _ in range(mib * 1024 * 1024 // chunk)]
             for p in ptrs:
                 ctypes.memset(p, 1, chunk)
-            _kept.append(libc.malloc(4096))  # the fence, kept: the freed chunks are not the heap top
+            # The fence is allocated last, so above the chunks, and kept: the freed chunks
+            # cannot merge into the heap top, which glibc would trim by itself.
+            _kept.append(libc.malloc(chunk))
             for p in ptrs:
                 libc.free(p)
             effect["litters"] += 1

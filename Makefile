@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - .venv, torch==$(TORCH), DeepSpeed, rssprobe; then the default scenario, baseline vs patched
+#   make test   - the same set-up, then the test suite
+# TORCH=2.14.1 make demo picks another torch (pinned: an unpinned torch pulls a multi-GB CUDA build).
+
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= 2.13.0
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.rssprobe-installed-torch-$(TORCH)
+DEMO    = reports/demo
+
+.PHONY: install demo test bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet "torch==$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[dev,memray]"
+	rm -f $(VENV)/.rssprobe-installed-torch-*
+	touch $@
+
+demo: install
+	rm -rf $(DEMO)
+	$(BIN)/rssprobe run --baseline --out $(DEMO)/baseline
+	$(BIN)/rssprobe run --patched --out $(DEMO)/patched
+
+test: install
+	$(BIN)/ruff check rssprobe tests
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m rssprobe.bench
+
+lint: install
+	$(BIN)/ruff check rssprobe tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,49 @@
+"""Shared helpers: run the real CLI in a subprocess, and share tiny real runs across tests.
+
+Every run here is a real DeepSpeed ZeRO-2 CPU-offload training in a fresh process; the
+compiled ops are cached under the user's cache dir (RSSPROBE_CACHE), so only the first
+run on a machine compiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# glibc's dynamic mmap threshold makes identical runs retain different amounts (see
+# FACTS: +-4 B/param). Tests that compare two runs fix the threshold so that the only
+# difference between the runs is the one under test.
+STEADY_GLIBC = ["--malloc-env", "MALLOC_MMAP_THRESHOLD_=65536"]
+
+
+def rssprobe(*args: str, cwd: Path | None = None, check: bool = False,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "rssprobe", *args], capture_output=True, text=True,
+                          cwd=cwd, env=full_env, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rssprobe {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads(rssprobe("show", str(run_dir), "--format", "json", check=True).stdout)
+
+
+@pytest.fixture(scope="session")
+def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="session")
+def tiny_baseline(runs_dir: Path) -> Path:
+    """One real tiny baseline run (fixed mmap threshold), shared by the tests that only read it."""
+    out = runs_dir / "tiny-baseline"
+    rssprobe("run", "tiny", "--out", str(out), *STEADY_GLIBC, check=True)
+    return out

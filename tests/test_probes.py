@@ -1,0 +1,102 @@
+"""The probes against allocations of known size, in this (real) process: no mocks of /proc."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+
+import pytest
+
+from rssprobe.worker import glibc, procfs
+from rssprobe.worker.probes import PeakTracker
+
+MiB = 2**20
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+needs_glibc = pytest.mark.skipif(not glibc.STATUS.available, reason=f"glibc malloc not in use: {glibc.STATUS.reason}")
+
+
+def touch(ptr: int, size: int) -> None:
+    for offset in range(0, size, 4096):
+        ctypes.memset(ptr + offset, 1, 1)
+
+
+@needs_glibc
+def test_large_malloc_moves_rss_hwm_and_mallinfo_by_its_size() -> None:
+    size = 256 * MiB
+    rss0, mi0 = procfs.rss_bytes(), glibc.mallinfo2()
+    assert procfs.reset_hwm()
+    ptr = libc.malloc(size)
+    touch(ptr, size)
+    rss1, hwm1, mi1 = procfs.rss_bytes(), procfs.hwm_bytes(), glibc.mallinfo2()
+    assert abs((rss1 - rss0) - size) < 4 * MiB  # tolerance: page tables and interpreter noise
+    assert hwm1 >= rss1
+    # 256 MiB is above any mmap threshold: glibc serves it from its own mapping (hblkhd)
+    assert abs((mi1["hblkhd"] - mi0["hblkhd"]) - size) <= 2 * 4096
+    libc.free(ptr)
+    rss2, mi2 = procfs.rss_bytes(), glibc.mallinfo2()
+    assert abs(rss2 - rss0) < 4 * MiB  # an mmapped chunk goes straight back to the OS
+    assert mi2["hblkhd"] == mi0["hblkhd"]
+    assert procfs.hwm_bytes() >= rss1 - MiB  # the peak is remembered after the free
+
+
+@needs_glibc
+def test_small_chunks_are_retained_after_free_until_malloc_trim() -> None:
+    chunk, count = 64 * 1024, 1024  # 64 MiB in chunks far below the mmap threshold
+    mi0, rss0 = glibc.mallinfo2(), procfs.rss_bytes()
+    ptrs = [libc.malloc(chunk) for _ in range(count)]
+    for p in ptrs:
+        touch(p, chunk)
+    # A fence allocated last, above the chunks (a small malloc could land in an older hole
+    # below them): it keeps the freed chunks from merging into the trimmable heap top.
+    fence = libc.malloc(chunk)
+    mi1 = glibc.mallinfo2()
+    assert abs((mi1["uordblks"] - mi0["uordblks"]) - chunk * count) < 2 * MiB
+    for p in ptrs:
+        libc.free(p)
+    mi2, rss2 = glibc.mallinfo2(), procfs.rss_bytes()
+    assert abs(mi2["uordblks"] - mi0["uordblks"]) < 2 * MiB  # no longer in use ...
+    assert mi2["fordblks"] - mi0["fordblks"] > 60 * MiB  # ... but free-retained ...
+    assert rss2 - rss0 > 60 * MiB  # ... and still resident: what glibc actually does
+    assert glibc.malloc_trim(0) == 1
+    assert procfs.rss_bytes() < rss2 - 60 * MiB  # malloc_trim hands the pages back
+    libc.free(fence)
+
+
+def test_clear_refs_resets_the_peak() -> None:
+    size = 128 * MiB
+    buf = mmap.mmap(-1, size)
+    for off in range(0, size, mmap.PAGESIZE):
+        buf[off] = 1
+    high = procfs.rss_bytes()
+    buf.close()
+    assert procfs.hwm_bytes() >= high
+    assert procfs.reset_hwm()
+    assert procfs.hwm_bytes() < high - 100 * MiB
+
+
+def test_nested_intervals_keep_the_outer_peak_across_inner_resets() -> None:
+    tracker = PeakTracker()
+    outer = tracker.enter()
+    first = tracker.enter()
+    buf = mmap.mmap(-1, 96 * MiB)
+    for off in range(0, 96 * MiB, mmap.PAGESIZE):
+        buf[off] = 1
+    buf.close()  # transient: gone before the interval closes
+    first_peak = tracker.exit(first)
+    second = tracker.enter()  # resets VmHWM: the outer peak must survive it
+    second_peak = tracker.exit(second)
+    outer_peak = tracker.exit(outer)
+    assert first_peak - first.rss0 >= 95 * MiB
+    assert second_peak - second.rss0 < 8 * MiB
+    assert outer_peak - outer.rss0 >= 95 * MiB
+
+
+def test_smaps_rollup_splits_anonymous_and_file_backed() -> None:
+    s = procfs.smaps_rollup()
+    assert s is not None
+    assert s["rss"] > 0 and s["anonymous"] > 0 and s["file_backed"] > 0
+    assert s["uss"] <= s["rss"]

@@ -1,0 +1,90 @@
+"""End to end: real DeepSpeed ZeRO-2 CPU-offload runs through the CLI, in fresh processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pandas as pd
+
+from .conftest import rssprobe, summary
+
+
+def test_tiny_run_produces_a_complete_plausible_run_directory(tiny_baseline: Path) -> None:
+    manifest = json.loads((tiny_baseline / "manifest.json").read_text())
+    assert manifest["status"] == "ok" and manifest["exit_code"] == 0
+    assert manifest["versions"]["torch"] == version("torch")
+    assert manifest["versions"]["deepspeed"] == version("deepspeed")
+    assert manifest["scenario"]["name"] == "tiny" and manifest["malloc_env"] == {"MALLOC_MMAP_THRESHOLD_": "65536"}
+    for key in ("command", "host", "started", "ended", "allocator", "patches"):
+        assert key in manifest
+
+    steps = pd.read_parquet(tiny_baseline / "steps.parquet")
+    assert list(steps["step"]) == [1, 2, 3, 4]
+    for column in ("rss", "peak", "glibc_uordblks", "glibc_fordblks", "glibc_hblkhd", "smaps_uss"):
+        assert steps[column].notna().all(), column
+    assert (steps["peak"] >= steps["rss"]).all()  # the exact peak is never below the end-of-step RSS
+    assert steps["cuda_allocated"].isna().all()  # no GPU here: missing, not zero
+
+    s = summary(tiny_baseline)
+    assert s["params"] == 4 * (768 * 768 + 768)
+    # fp32 master + grad + two Adam states alone need 16 B/param: RSS above baseline must exceed it
+    assert s["phases"]["steady"]["rss"] > 16
+    assert s["cuda"].startswith("not available")
+    assert s["status"] == "ok"
+
+
+def test_show_latest_finds_the_newest_run(tiny_baseline: Path) -> None:
+    env = {"RSSPROBE_RUNS": str(tiny_baseline.parent)}
+    out = json.loads(rssprobe("show", "latest", "--format", "json", env=env, check=True).stdout)
+    assert out["run"] == tiny_baseline.name
+
+
+def _start_run(args: list[str], runs: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "RSSPROBE_RUNS": str(runs)}
+    return subprocess.Popen([sys.executable, "-m", "rssprobe", "run", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for_steps(out: Path, n: int, timeout: float = 600) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = out / "events.jsonl"
+        if events.exists():
+            lines = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+            if sum(e["event"] == "step" for e in lines) >= n:
+                return next(e for e in lines if e["event"] == "hello")
+        time.sleep(0.2)
+    raise AssertionError(f"no {n} steps within {timeout}s")
+
+
+def test_killed_worker_leaves_a_failed_run_with_its_finished_steps(tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    proc = _start_run(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
+    hello = _wait_for_steps(out, 3)
+    os.kill(hello["pid"], signal.SIGKILL)  # what the OOM killer does
+    _stdout, _stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "SIGKILL" in manifest["error"]
+    assert manifest["steps_done"] >= 3
+    assert len(pd.read_parquet(out / "steps.parquet")) == manifest["steps_done"]
+    shown = rssprobe("show", str(out))
+    assert "FAILED" in shown.stdout  # never shown as a good run
+
+
+def test_ctrl_c_marks_the_run_interrupted_and_keeps_steps(tmp_path: Path) -> None:
+    out = tmp_path / "interrupted"
+    proc = _start_run(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
+    _wait_for_steps(out, 2)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["steps_done"] >= 2
