@@ -29,9 +29,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from .commands import doctor, patches, run, show
+    from .commands import doctor, patches, report, run, show
 
-    for module in (run, show, doctor, patches):
+    for module in (run, show, report, doctor, patches):
         main.add_command(module.command)
 
 

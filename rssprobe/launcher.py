@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, sites_config, storage
+from . import host, overlay, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -37,8 +38,7 @@ class RunRequest:
     malloc_env: dict[str, str] = field(default_factory=dict)
     out: Path | None = None
     python: str = sys.executable
-    overlay: Path | None = None  # prepended to the worker's import path (source patches)
-    patch_files: list[dict[str, str]] = field(default_factory=list)
+    patch_files: list[Path] = field(default_factory=list)  # unified diffs against installed packages
     command: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -57,8 +57,7 @@ def free_port() -> int:
 
 def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[str, str]:
     env = dict(os.environ)
-    path = [str(req.overlay)] if req.overlay else []
-    path += [PACKAGE_PARENT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    path = [PACKAGE_PARENT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env.update({
         "PYTHONPATH": os.pathsep.join(path),
         "PYTHONUNBUFFERED": "1",
@@ -96,30 +95,55 @@ def _final_status(events: list[dict[str, Any]], returncode: int | None, timed_ou
     return "failed", f"the worker exited with code {returncode} before finishing"
 
 
-def run(req: RunRequest, on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> RunResult:
-    torch_version = host.package_version("torch", None if req.python == sys.executable else req.python)
-    ds_version = host.package_version("deepspeed", None if req.python == sys.executable else req.python)
+@dataclass
+class Prepared:
+    """A run directory with its manifest and worker instructions written, ready to launch."""
+
+    req: RunRequest
+    run_dir: storage.RunDir
+    env: dict[str, str]
+
+
+def prepare(req: RunRequest) -> Prepared:
+    """Everything that can fail on bad input fails here, before any process starts."""
+    other_python = None if req.python == sys.executable else req.python
+    torch_version = host.package_version("torch", other_python)
+    ds_version = host.package_version("deepspeed", other_python)
     if torch_version is None or ds_version is None:
         missing = "torch" if torch_version is None else "deepspeed"
         raise UserError(f"{req.python}: {missing} is not installed for this Python")
     env = _worker_env(req, torch_version, ds_version)
     run_dir = storage.RunDir.create(req.out, req.scenario.name, req.label)
+    overlay_dir = run_dir.path / "overlay"
+    try:
+        patch_records = overlay.prepare(req.patch_files, overlay_dir) if req.patch_files else []
+    except UserError:
+        shutil.rmtree(run_dir.path)  # nothing ran: leave no half-made run behind
+        raise
     spec = {
         "scenario": req.scenario.model_dump(mode="json"),
         "deepspeed_config": req.scenario.deepspeed_config(),
         "patches": req.patches,
         "sites": sites_config.for_scenario(req.scenario),
+        "overlay": str(overlay_dir) if patch_records else None,
     }
     storage.write_json_atomic(run_dir.path / storage.WORKER_SPEC, spec)
     run_dir.write_manifest({
-        "id": run_dir.id, "label": req.label, "status": "running", "started": storage.now_iso(),
+        "id": run_dir.id, "label": req.label, "status": "prepared", "started": storage.now_iso(),
         "scenario_ref": req.scenario_ref, "scenario": spec["scenario"], "deepspeed_config": spec["deepspeed_config"],
         "command": req.command, "python": req.python, "host": host.facts(),
         "allocator": req.allocator, "ld_preload": env.get("LD_PRELOAD"), "malloc_env": req.malloc_env,
-        "patches": req.patches, "patch_files": req.patch_files,
+        "patches": req.patches, "patch_files": patch_records,
         "torch_extensions_dir": env["TORCH_EXTENSIONS_DIR"],
     })
+    return Prepared(req, run_dir, env)
 
+
+def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> RunResult:
+    """Launch the worker, follow it to the end, record how it ended."""
+    prepared = req if isinstance(req, Prepared) else prepare(req)
+    req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
+    run_dir.update_manifest(status="running", started=storage.now_iso())
     timed_out = interrupted = False
     with open(run_dir.path / storage.WORKER_LOG, "wb") as log:
         proc = subprocess.Popen([req.python, "-m", "rssprobe.worker", str(run_dir.path)], env=env,

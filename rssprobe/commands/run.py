@@ -30,24 +30,32 @@ def _pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--baseline", is_flag=True, help="Apply no patch (the default).")
 @click.option("--patched", is_flag=True, help="Apply the scenario's declared patch set (default pr8132).")
 @click.option("--patch", "patches", multiple=True, metavar="NAME", help="Apply an intervention (repeatable).")
+@click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
+              help="Unified diff against the installed deepspeed/torch, applied to an overlay (repeatable).")
 @click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"]))
 @click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob, e.g. MALLOC_ARENA_MAX=2.")
 @click.option("--trim-at-end", is_flag=True, help="malloc_trim(0) after the final census; record what it frees.")
 @click.option("--label", help="Name the run (default: baseline, patched or the patch names).")
 def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], out: Path | None, baseline: bool,
-            patched: bool, patches: tuple[str, ...], allocator: str, malloc_env: tuple[str, ...],
-            trim_at_end: bool, label: str | None) -> None:
+            patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...], allocator: str,
+            malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = list(overrides) + ([f"steps={steps}"] if steps is not None else [])
     sets += ["probes.trim_at_end=true"] if trim_at_end else []
     scen = scenario.load(scenario_ref, sets)
     patch_label, specs = patchset.resolve(scen, baseline, patched, list(patches))
+    if patch_files:
+        if baseline:
+            raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")
+        names = "+".join(p.stem for p in patch_files)
+        patch_label = names if patch_label == "baseline" else f"{patch_label}+{names}"
     env = _pairs(malloc_env, "--malloc-env")
     bad = [k for k in env if not k.startswith("MALLOC_")]
     if bad:
         raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
     req = launcher.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label or patch_label, patches=specs,
-                              allocator=allocator, malloc_env=env, out=out)
+                              allocator=allocator, malloc_env=env, out=out,
+                              patch_files=list(patch_files))
     result = execute(req)
     sys.exit(exit_code(result.status))
 
@@ -56,8 +64,9 @@ def execute(req: launcher.RunRequest) -> launcher.RunResult:
     """Run with a progress bar, then print the summary (shared by run and later by diff/gate --run)."""
     from ..progress import RunProgress
 
+    prepared = launcher.prepare(req)
     with RunProgress(req.scenario.steps, f"{req.scenario.name} [{req.label}]") as progress:
-        result = launcher.run(req, progress)
+        result = launcher.run(prepared, progress)
     print_summary(result.run, "terminal")
     click.echo(f"run directory: {result.run.path}", err=True)
     return result

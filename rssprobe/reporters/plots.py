@@ -145,6 +145,7 @@ def measure_chart(runs: list[RunSeries], measure: str) -> Chart:
     ax.set_xlabel("step")
     ax.set_ylabel(Y_LABEL)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.ticklabel_format(axis="y", useOffset=False)  # an offset like "+3.84e1" is easy to misread
     ax.grid(True, alpha=0.3)
     if drawn:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", title="run")
@@ -169,7 +170,7 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     """
     title = "Live-buffer budget at the end of the run"
     with_budget = [s for s in summaries if s.get("budget")]
-    skipped = [f"{run_name(s)}: no census at 'end' and pre_model" for s in summaries if not s.get("budget")]
+    skipped = [f"{run_name(s)}: no live-buffer census at 'end'" for s in summaries if not s.get("budget")]
     roles: list[str] = []
     for s in with_budget:
         roles += [r for r in s["budget"]["roles"] if r not in roles]
@@ -192,11 +193,21 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
         ax.bar(x, v, bottom=bottom, width=0.6, label=segment, linewidth=0.5, **style)
         pos += np.where(v >= 0, v, 0)
         neg += np.where(v < 0, v, 0)
-    above = [s["budget"].get("rss_above_baseline_bytes_per_param") for s in with_budget]
+    above = np.array([np.nan if a is None else a for a in
+                      (s["budget"].get("rss_above_baseline_bytes_per_param") for s in with_budget)], dtype="float64")
     if with_budget:
-        ax.scatter(x, [np.nan if a is None else a for a in above], marker="_", s=900, linewidths=2.5,
-                   color="black", zorder=3, label="RSS above baseline")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", title="segment")
+        ax.plot(x, above, linestyle="none", marker="_", markersize=40, markeredgewidth=2.5, color="black",
+                zorder=3, label="RSS above baseline")
+        for xi, a in zip(x, above, strict=True):
+            if not np.isnan(a):
+                ax.annotate(f"{a:.2f}", (xi, a), xytext=(0, 4), textcoords="offset points", ha="center",
+                            va="bottom", fontsize="small")
+        handles, labels = ax.get_legend_handles_labels()
+        # top segment first, as the bars read from top to bottom
+        order = [labels.index(name) for name in ("RSS above baseline", *reversed(segments))]
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), fontsize="small", title="segment", markerscale=0.4)
+        ax.margins(y=0.08)
     else:
         _empty(ax, "no run has a live-buffer census")
     ax.axhline(0, color="0.3", linewidth=0.8)

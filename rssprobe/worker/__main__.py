@@ -54,6 +54,11 @@ class Worker:
 
     def run(self) -> None:
         self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)
+        finder = None
+        if self.spec.get("overlay"):
+            from .overlay_import import install
+
+            finder = install(Path(self.spec["overlay"]))
         import torch
 
         self.torch = torch
@@ -67,6 +72,8 @@ class Worker:
         self.events.emit("hello", pid=os.getpid(), versions=versions,
                          accelerator=accelerator, cuda_available=torch.cuda.is_available())
         self.phase("after_imports")
+        if finder is not None:
+            self.events.emit("overlay", modules=finder.loaded)
 
         def compiling(op: str) -> None:
             self.events.emit("compiling", op=op)
