@@ -29,9 +29,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from .commands import doctor, patches, report, run, show
+    from .commands import diff, doctor, gate, patches, report, run, show
 
-    for module in (run, show, report, doctor, patches):
+    for module in (run, show, diff, gate, report, doctor, patches):
         main.add_command(module.command)
 
 

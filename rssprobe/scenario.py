@@ -84,6 +84,7 @@ class Probes(_Strict):
     sites: Literal["default", "none"] = "default"
     extra_sites: list[str] = Field(default_factory=list, description="more dotted paths; must exist")
     trace_sites: list[str] = Field(default_factory=list, description="sites that also log every call")
+    parts: bool = Field(True, description="exact peak of forward / backward / optimizer inside each step")
     census: bool = True
     smaps: bool = True
     trim_at_end: bool = Field(False, description="malloc_trim(0) after the final census and record what it frees")

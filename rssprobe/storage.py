@@ -22,6 +22,7 @@ from typing import Any
 from .errors import UserError
 
 MANIFEST = "manifest.json"
+GROUP = "group.json"
 EVENTS = "events.jsonl"
 STEPS = "steps.parquet"
 WORKER_SPEC = "worker.json"
@@ -97,22 +98,73 @@ class RunDir:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def find_runs(root: Path | None = None) -> list[RunDir]:
+@dataclass(frozen=True)
+class GroupDir:
+    """N runs of one configuration (rssprobe run --repeat N): group.json plus one run dir each."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, out: Path | None, scenario: str, label: str, repeat: int) -> GroupDir:
+        run = RunDir.create(out, scenario, f"{label}-x{repeat}" if out is None else label)
+        group = cls(run.path)
+        write_json_atomic(group.path / GROUP, {"id": group.id, "label": label, "scenario": scenario,
+                                               "repeat": repeat, "started": now_iso()})
+        return group
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def info(self) -> dict[str, Any]:
+        return json.loads((self.path / GROUP).read_text())
+
+    def manifest(self) -> dict[str, Any]:  # for sorting alongside runs
+        return self.info()
+
+    def member(self, i: int) -> Path:
+        return self.path / f"run-{i:02d}"
+
+    def runs(self) -> list[RunDir]:
+        return sorted((RunDir(p) for p in self.path.iterdir() if (p / MANIFEST).is_file()), key=lambda r: r.id)
+
+
+def find_entries(root: Path | None = None) -> list[RunDir | GroupDir]:
+    """Top-level runs and groups under the runs root, oldest first."""
     root = root or runs_root()
     if not root.is_dir():
         return []
-    runs = [RunDir(p) for p in root.iterdir() if (p / MANIFEST).is_file()]
-    return sorted(runs, key=lambda r: (r.manifest().get("started", ""), r.id))
+    entries: list[RunDir | GroupDir] = []
+    for p in root.iterdir():
+        if (p / GROUP).is_file():
+            entries.append(GroupDir(p))
+        elif (p / MANIFEST).is_file():
+            entries.append(RunDir(p))
+    return sorted(entries, key=lambda e: (e.manifest().get("started", ""), e.id))
 
 
-def resolve(ref: str) -> RunDir:
-    """A run by path, by id under the runs root, or 'latest'."""
+def resolve_entry(ref: str) -> RunDir | GroupDir:
+    """A run or a run group by path, by id under the runs root, or 'latest'."""
     if ref == "latest":
-        runs = find_runs()
-        if not runs:
+        entries = find_entries()
+        if not entries:
             raise UserError(f"latest: no runs under {runs_root()}")
-        return runs[-1]
+        return entries[-1]
     for candidate in (Path(ref), runs_root() / ref):
+        if (candidate / GROUP).is_file():
+            return GroupDir(candidate)
         if (candidate / MANIFEST).is_file():
             return RunDir(candidate)
-    raise UserError(f"{ref}: no such run (not a run directory, not an id under {runs_root()}, not 'latest')")
+    raise UserError(f"{ref}: no such run or group (not a run directory, not an id under {runs_root()}, "
+                    "not 'latest')")
+
+
+def resolve_runs(ref: str) -> tuple[str, list[RunDir]]:
+    """(name, member runs) of a run (one member) or a group."""
+    entry = resolve_entry(ref)
+    if isinstance(entry, GroupDir):
+        runs = entry.runs()
+        if not runs:
+            raise UserError(f"{ref}: run group has no runs")
+        return entry.id, runs
+    return entry.id, [entry]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,10 +41,15 @@ def test_tiny_run_produces_a_complete_plausible_run_directory(tiny_baseline: Pat
     assert s["status"] == "ok"
 
 
-def test_show_latest_finds_the_newest_run(tiny_baseline: Path) -> None:
-    env = {"RSSPROBE_RUNS": str(tiny_baseline.parent)}
+def test_show_latest_finds_the_newest_run(tiny_baseline: Path, tmp_path: Path) -> None:
+    for name, started in (("newer", "2030-01-02T00:00:00+00:00"), ("older", "2030-01-01T00:00:00+00:00")):
+        shutil.copytree(tiny_baseline, tmp_path / name)
+        manifest = json.loads((tmp_path / name / "manifest.json").read_text())
+        (tmp_path / name / "manifest.json").write_text(json.dumps({**manifest, "started": started}))
+    env = {"RSSPROBE_RUNS": str(tmp_path)}
     out = json.loads(rssprobe("show", "latest", "--format", "json", env=env, check=True).stdout)
-    assert out["run"] == tiny_baseline.name
+    assert out["run"] == "newer"
+    assert json.loads(rssprobe("show", "older", "--format", "json", env=env, check=True).stdout)["run"] == "older"
 
 
 def _start_run(args: list[str], runs: Path) -> subprocess.Popen[str]:

@@ -46,9 +46,9 @@ def load(refs: list[str], all_sites: bool = False) -> tuple[list[html.Section], 
         raise UserError("report: name at least one run (a run directory, an id under reports/runs, or 'latest')")
     runs: list[storage.RunDir] = []
     for ref in refs:
-        run = storage.resolve(ref)
-        if run.path.resolve() not in {r.path.resolve() for r in runs}:
-            runs.append(run)
+        for run in storage.resolve_runs(ref)[1]:  # a group contributes every member run
+            if run.path.resolve() not in {r.path.resolve() for r in runs}:
+                runs.append(run)
     sections, series = [], []
     for run in runs:
         summary = Summary(run)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import click
 
-from .. import launcher, patchset, scenario
+from .. import launcher, patchset, scenario, storage
 from ..errors import UserError
 from .show import print_summary
 
 
-def _pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
+def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
     out = {}
     for item in values:
         key, sep, value = item.partition("=")
@@ -36,9 +37,11 @@ def _pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob, e.g. MALLOC_ARENA_MAX=2.")
 @click.option("--trim-at-end", is_flag=True, help="malloc_trim(0) after the final census; record what it frees.")
 @click.option("--label", help="Name the run (default: baseline, patched or the patch names).")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
+              help="N fresh worker processes of the same configuration, stored as one run group.")
 def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], out: Path | None, baseline: bool,
             patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...], allocator: str,
-            malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None) -> None:
+            malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None, repeat: int) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = list(overrides) + ([f"steps={steps}"] if steps is not None else [])
     sets += ["probes.trim_at_end=true"] if trim_at_end else []
@@ -49,27 +52,46 @@ def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], ou
             raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")
         names = "+".join(p.stem for p in patch_files)
         patch_label = names if patch_label == "baseline" else f"{patch_label}+{names}"
-    env = _pairs(malloc_env, "--malloc-env")
+    env = pairs(malloc_env, "--malloc-env")
     bad = [k for k in env if not k.startswith("MALLOC_")]
     if bad:
         raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
     req = launcher.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label or patch_label, patches=specs,
                               allocator=allocator, malloc_env=env, out=out,
                               patch_files=list(patch_files))
-    result = execute(req)
-    sys.exit(exit_code(result.status))
+    if repeat == 1:
+        sys.exit(exit_code(execute(req).status))
+    _group, statuses = execute_group(req, repeat)
+    sys.exit(max(exit_code(s) for s in statuses))
 
 
-def execute(req: launcher.RunRequest) -> launcher.RunResult:
-    """Run with a progress bar, then print the summary (shared by run and later by diff/gate --run)."""
+def execute(req: launcher.RunRequest, show: bool = True, title: str = "") -> launcher.RunResult:
+    """Run with a progress bar, then print the summary."""
     from ..progress import RunProgress
 
     prepared = launcher.prepare(req)
-    with RunProgress(req.scenario.steps, f"{req.scenario.name} [{req.label}]") as progress:
+    with RunProgress(req.scenario.steps, title or f"{req.scenario.name} [{req.label}]") as progress:
         result = launcher.run(prepared, progress)
-    print_summary(result.run, "terminal")
-    click.echo(f"run directory: {result.run.path}", err=True)
+    if show:
+        print_summary(result.run, "terminal")
+        click.echo(f"run directory: {result.run.path}", err=True)
     return result
+
+
+def execute_group(req: launcher.RunRequest, repeat: int, show: bool = True) -> tuple[storage.GroupDir, list[str]]:
+    """N fresh runs of one configuration into a group directory; stops early on Ctrl-C."""
+    group = storage.GroupDir.create(req.out, req.scenario.name, req.label, repeat)
+    statuses = []
+    for i in range(1, repeat + 1):
+        title = f"{req.scenario.name} [{req.label}] {i}/{repeat}"
+        result = execute(dataclasses.replace(req, out=group.member(i)), show=False, title=title)
+        statuses.append(result.status)
+        if result.status == "interrupted":
+            break
+    if show:
+        print_summary(group, "terminal")
+        click.echo(f"group directory: {group.path}", err=True)
+    return group, statuses
 
 
 def exit_code(status: str) -> int:

@@ -1,4 +1,4 @@
-"""rssprobe show: a run's summary again, from disk, in any format."""
+"""rssprobe show: a run's (or a run group's) summary again, from disk, in any format."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from ..reporters import csvfile, jsonfile, markdown, terminal, views
 FORMATS = ["terminal", "json", "markdown", "csv"]
 
 
-def print_summary(run: storage.RunDir, fmt: str, all_sites: bool = False) -> None:
-    data = Summary(run).as_dict()
-    lines = views.header_lines(data)
-    tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
+def emit(fmt: str, data: object, lines: list[str], tables: list[views.Table], alarm: bool) -> None:
+    """One place that turns (header lines, tables, raw data) into the chosen format."""
     if fmt == "json":
         click.echo(jsonfile.render(data), nl=False)
     elif fmt == "markdown":
@@ -22,13 +20,27 @@ def print_summary(run: storage.RunDir, fmt: str, all_sites: bool = False) -> Non
     elif fmt == "csv":
         click.echo(csvfile.render(tables), nl=False)
     else:
-        terminal.render(lines, tables, alarm=data["status"] != "ok" or bool(data["never_took_effect"]))
+        terminal.render(lines, tables, alarm=alarm)
+
+
+def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bool = False) -> None:
+    if isinstance(entry, storage.GroupDir):
+        summaries = [Summary(r).as_dict() for r in entry.runs()]
+        data = {"group": entry.id, **entry.info(), "runs": summaries}
+        lines = [f"group {entry.id}: {len(summaries)} runs of {entry.info()['scenario']} "
+                 f"[{entry.info()['label']}]"] + [views.header_lines(s)[0] for s in summaries]
+        bad = any(s["status"] != "ok" or s["never_took_effect"] for s in summaries)
+        emit(fmt, data, lines, [views.group_table(summaries)], bad)
+        return
+    data = Summary(entry).as_dict()
+    tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
+    emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]))
 
 
 @click.command("show")
-@click.argument("run_ref", metavar="RUN", default="latest")
+@click.argument("ref", metavar="RUN", default="latest")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal")
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
-def command(run_ref: str, fmt: str, all_sites: bool) -> None:
-    """Show RUN (a run directory, an id under reports/runs, or 'latest')."""
-    print_summary(storage.resolve(run_ref), fmt, all_sites)
+def command(ref: str, fmt: str, all_sites: bool) -> None:
+    """Show RUN (a run or group directory, an id under reports/runs, or 'latest')."""
+    print_summary(storage.resolve_entry(ref), fmt, all_sites)

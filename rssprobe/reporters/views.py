@@ -120,6 +120,23 @@ def interventions_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
+def group_table(summaries: list[dict[str, Any]]) -> Table:
+    """Headline figures across the repeats of a group: mean, sd, min, max (finished runs only)."""
+    from statistics import fmean, stdev
+
+    from ..analysis.compare import HEADLINE
+
+    ok = [s for s in summaries if s["status"] == "ok"]
+    t = Table(f"Across repeats (bytes per parameter; {len(ok)} of {len(summaries)} runs finished)",
+              ["figure", "mean", "sd", "min", "max"])
+    for metric in HEADLINE:
+        values = [s["metrics"][metric] for s in ok if metric in s["metrics"]]
+        if values:
+            sd = stdev(values) if len(values) > 1 else None
+            t.rows.append([metric, bpp(fmean(values)), bpp(sd), bpp(min(values)), bpp(max(values))])
+    return t
+
+
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
     tables = [phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s)]
     return [t for t in tables if t is not None]

@@ -1,0 +1,78 @@
+"""CI gate decisions: against a reference (via compare) or against absolute ceilings.
+
+Exit codes follow `git bisect run`: 0 pass (or improvement), 1 regression, 125 undecided
+(cannot test: too few repeats, a failed run, a requested patch that never ran).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomllib
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import UserError
+from .compare import Side
+
+EXIT = {"pass": 0, "improvement": 0, "regression": 1, "undecided": 125}
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limits: dict[str, float]
+
+
+def load_limits(path: Path) -> dict[str, float]:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML ({e})") from None
+    try:
+        return Limits.model_validate(raw).limits
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise UserError(f"{path}: {key}: {reason}") from None
+
+
+@dataclass(frozen=True)
+class LimitCheck:
+    metric: str
+    limit: float
+    values: list[float]
+    verdict: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def check_limits(side: Side, limits: dict[str, float]) -> tuple[str, list[LimitCheck], list[str]]:
+    """A ceiling is broken only if every finished repeat is above it; mixed results are undecided."""
+    problems = [f"{side.name}: {len(side.failed)} of {len(side.summaries)} runs did not finish"] if side.failed else []
+    if side.never_took_effect():
+        problems.append(f"{side.name}: requested patch never took effect: {', '.join(side.never_took_effect())}")
+    checks = []
+    for metric, limit in limits.items():
+        values = side.samples(metric)
+        if not values:
+            checks.append(LimitCheck(metric, limit, [], "undecided", "not measured in these runs"))
+        elif all(v > limit for v in values):
+            checks.append(LimitCheck(metric, limit, values, "regression", f"every repeat above {limit}"))
+        elif any(v > limit for v in values):
+            checks.append(LimitCheck(metric, limit, values, "undecided", f"some repeats above {limit}"))
+        else:
+            checks.append(LimitCheck(metric, limit, values, "pass", f"every repeat at or below {limit}"))
+    verdicts = {c.verdict for c in checks}
+    if "regression" in verdicts:
+        verdict = "regression"
+    elif problems or "undecided" in verdicts or not side.ok:
+        verdict = "undecided"
+    else:
+        verdict = "pass"
+    return verdict, checks, problems

@@ -1,0 +1,60 @@
+"""The decision rule on synthetic samples with known shift and known noise."""
+
+from __future__ import annotations
+
+import random
+
+from rssprobe.analysis.stats import compare, smallest_p
+
+
+def noisy(rng: random.Random, mean: float, sd: float, n: int) -> list[float]:
+    return [rng.gauss(mean, sd) for _ in range(n)]
+
+
+def test_a_real_shift_well_above_noise_is_a_regression_or_improvement() -> None:
+    rng = random.Random(1)
+    for _ in range(50):
+        a, b = noisy(rng, 20, 0.05, 5), noisy(rng, 22, 0.05, 5)
+        assert compare("m", a, b).verdict == "regression"
+        assert compare("m", b, a).verdict == "improvement"
+
+
+def test_identical_distributions_are_never_called_a_regression_when_noise_is_below_threshold() -> None:
+    rng = random.Random(2)
+    quiet = [compare("m", noisy(rng, 20, 0.05, 3), noisy(rng, 20, 0.05, 3)).verdict for _ in range(300)]
+    assert set(quiet) == {"same"}
+
+
+def test_false_regressions_under_large_noise_stay_within_alpha() -> None:
+    """Noise far above the threshold (raw glibc RSS): a false call can only come from chance
+    perfect separation, whose rate is bounded by alpha. This is why the gate decides on the
+    low-noise figures by default."""
+    rng = random.Random(3)
+    trials = 600
+    calls = sum(compare("m", noisy(rng, 20, 1.0, 3), noisy(rng, 20, 1.0, 3)).verdict == "regression"
+                for _ in range(trials))
+    assert calls / trials <= 0.05 + 3 * (0.05 * 0.95 / trials) ** 0.5
+
+
+def test_a_shift_buried_in_noise_is_not_significant() -> None:
+    a, b = [20.0, 24.0, 17.0], [23.0, 18.5, 21.5]  # mean +0.67, overlapping samples
+    c = compare("m", a, b)
+    assert c.verdict == "~" and c.p_increase is not None and c.p_increase > 0.05
+
+
+def test_changes_below_the_threshold_are_the_same() -> None:
+    c = compare("m", [20.0, 20.0, 20.0], [20.2, 20.2, 20.2], threshold=0.25)
+    assert c.verdict == "same"
+
+
+def test_too_few_repeats_are_undecided_not_regressions() -> None:
+    assert smallest_p(2, 2) > 0.05 and smallest_p(3, 3) == 0.05
+    assert compare("m", [20.0, 20.0], [25.0, 25.0]).verdict == "undecided"
+    assert compare("m", [20.0], [25.0]).verdict == "undecided"
+    assert compare("m", [20.0, 20.0, 20.0], [25.0, 25.0, 25.0]).verdict == "regression"
+
+
+def test_exact_test_with_ties_and_perfect_separation() -> None:
+    c = compare("m", [20.0, 20.0, 20.0], [22.0, 22.0, 22.0])
+    assert abs(c.p_increase - 0.05) < 1e-9  # 1 of the 20 equally likely splits
+    assert c.p_decrease == 1.0
