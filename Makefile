@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml
 
 demo: install
 	rm -rf $(DEMO)
-	$(BIN)/rssprobe run --baseline --out $(DEMO)/baseline
-	$(BIN)/rssprobe run --patched --out $(DEMO)/patched
+	$(BIN)/rssprobe run --baseline --repeat 3 --trim-at-end --out $(DEMO)/baseline
+	$(BIN)/rssprobe run --patched --repeat 3 --trim-at-end --out $(DEMO)/patched
+	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched --format markdown > $(DEMO)/diff.md
+	$(BIN)/rssprobe report $(DEMO)/baseline $(DEMO)/patched --out $(DEMO)/report
+	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched
 
 test: install
 	$(BIN)/ruff check rssprobe tests

@@ -39,6 +39,7 @@ class RunRequest:
     out: Path | None = None
     python: str = sys.executable
     patch_files: list[Path] = field(default_factory=list)  # unified diffs against installed packages
+    memray: bool = False  # native view: memray captures per phase (inflates RSS; see --memray)
     command: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
@@ -112,6 +113,8 @@ def prepare(req: RunRequest) -> Prepared:
     if torch_version is None or ds_version is None:
         missing = "torch" if torch_version is None else "deepspeed"
         raise UserError(f"{req.python}: {missing} is not installed for this Python")
+    if req.memray and host.package_version("memray", other_python) is None:
+        raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
     run_dir = storage.RunDir.create(req.out, req.scenario.name, req.label)
     overlay_dir = run_dir.path / "overlay"
@@ -126,6 +129,7 @@ def prepare(req: RunRequest) -> Prepared:
         "patches": req.patches,
         "sites": sites_config.for_scenario(req.scenario),
         "overlay": str(overlay_dir) if patch_records else None,
+        "memray": req.memray,
     }
     storage.write_json_atomic(run_dir.path / storage.WORKER_SPEC, spec)
     run_dir.write_manifest({
@@ -134,7 +138,7 @@ def prepare(req: RunRequest) -> Prepared:
         "command": req.command, "python": req.python, "host": host.facts(),
         "allocator": req.allocator, "ld_preload": env.get("LD_PRELOAD"), "malloc_env": req.malloc_env,
         "patches": req.patches, "patch_files": patch_records,
-        "torch_extensions_dir": env["TORCH_EXTENSIONS_DIR"],
+        "torch_extensions_dir": env["TORCH_EXTENSIONS_DIR"], "memray": req.memray,
     })
     return Prepared(req, run_dir, env)
 
@@ -182,10 +186,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
 
 
 def finalize(run_dir: storage.RunDir, events: list[dict[str, Any]]) -> None:
-    """Write steps.parquet from the events (whatever steps finished)."""
+    """Write steps.parquet from the events (whatever steps finished), and the native view if captured."""
+    from .analysis.native import analyse
     from .analysis.tables import steps_frame
 
     steps_frame(events).to_parquet(run_dir.path / storage.STEPS, index=False)
+    installed = next((e["installed"] for e in events if e["event"] == "sites"), {})
+    native = analyse(run_dir.path, [s for s, status in installed.items() if status == "ok"])
+    if native is not None:
+        storage.write_json_atomic(run_dir.path / storage.NATIVE, native)
 
 
 class _Follower:

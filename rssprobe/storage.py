@@ -6,6 +6,7 @@ A run directory holds
   events.jsonl    everything the worker measured, one flushed line per event
   steps.parquet   the per-step table, derived from events.jsonl when the run ends
   worker.log      the worker's stdout and stderr
+  native.json     top native allocation sites per phase (only with --memray)
 Everything a report shows is derived from these files, never kept only in memory.
 """
 
@@ -27,6 +28,7 @@ EVENTS = "events.jsonl"
 STEPS = "steps.parquet"
 WORKER_SPEC = "worker.json"
 WORKER_LOG = "worker.log"
+NATIVE = "native.json"
 
 
 def runs_root() -> Path:

@@ -8,11 +8,12 @@ since import costs differ between versions by tens of MiB and are not per-parame
 from __future__ import annotations
 
 import functools
+import json
 from statistics import fmean
 from typing import Any
 
 from ..sites_config import short_name
-from ..storage import RunDir
+from ..storage import NATIVE, RunDir
 
 PHASES = ("init", "first_step", "steady", "end")
 SITE_PHASES = ("init", "first_step", "steady")
@@ -216,8 +217,21 @@ class Summary:
             "sites": self.sites(), "site_status": self.site_status(),
             "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),
             "metrics": self.metrics(),
+            "native": self.native(), "memray": bool(m.get("memray")),
             "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
         }
+
+    def native(self) -> dict[str, Any] | None:
+        """Top native allocation sites per phase (--memray runs), sizes also in bytes per parameter."""
+        path = self.run.path / NATIVE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        for kinds in data.values():
+            for rows in kinds.values():
+                for row in rows:
+                    row["bytes_per_param"] = self.bpp(row["bytes"])
+        return data
 
     def _cuda_note(self) -> str:
         last = self.steps[-1] if self.steps else None

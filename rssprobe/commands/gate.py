@@ -26,8 +26,9 @@ from .show import emit
 
 
 def _group(scen: scenario.Scenario, ref: str, label: str, specs: list[str], repeat: int,
-           malloc_env: dict[str, str]) -> Side:
-    req = launcher.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs, malloc_env=malloc_env)
+           malloc_env: dict[str, str], patch_files: tuple[Path, ...] = ()) -> Side:
+    req = launcher.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs, malloc_env=malloc_env,
+                              patch_files=list(patch_files))
     group, _statuses = execute_group(req, repeat, show=False)
     return Side.load(str(group.path))
 
@@ -48,6 +49,8 @@ def _publish(markdown_text: str) -> None:
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Runs per side with --run.")
 @click.option("--patched", is_flag=True, help="Candidate applies the scenario's patch set (default with --run).")
 @click.option("--patch", "patches", multiple=True, metavar="NAME", help="Candidate applies these interventions.")
+@click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
+              help="Candidate applies this unified diff in an overlay (repeatable).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob for the runs gate starts.")
 @click.option("--metric", "metrics", multiple=True, metavar="PATTERN",
@@ -58,7 +61,8 @@ def _publish(markdown_text: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json"]), default="terminal")
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")
 def command(scenario_ref: str | None, reference: str | None, candidate: str | None, do_run: bool,
-            limits: Path | None, repeat: int, patched: bool, patches: tuple[str, ...], overrides: tuple[str, ...],
+            limits: Path | None, repeat: int, patched: bool, patches: tuple[str, ...],
+            patch_files: tuple[Path, ...], overrides: tuple[str, ...],
             malloc_env: tuple[str, ...], metrics: tuple[str, ...], threshold: float, alpha: float,
             junit_file: Path | None, fmt: str, force: bool) -> None:
     """Decide pass / regression / undecided; exit 0 / 1 / 125."""
@@ -72,7 +76,7 @@ def command(scenario_ref: str | None, reference: str | None, candidate: str | No
         elif scenario_ref:
             scen = scenario.load(scenario_ref, sets)
             label, specs = patchset.resolve(scen, not (patched or patches), patched, list(patches))
-            side = _group(scen, scenario_ref, label, specs, repeat, env)
+            side = _group(scen, scenario_ref, label, specs, repeat, env, patch_files)
         else:
             raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
         verdict, checks, problems = check_limits(side, ceilings)
@@ -89,9 +93,12 @@ def command(scenario_ref: str | None, reference: str | None, candidate: str | No
             a, b = Side.load(reference), Side.load(candidate)
         elif do_run and scenario_ref:
             scen = scenario.load(scenario_ref, sets)
-            label, specs = patchset.resolve(scen, False, patched or not patches, list(patches))
+            use_set = patched or not (patches or patch_files)  # default candidate: the scenario's patch set
+            label, specs = patchset.resolve(scen, False, use_set, list(patches))
+            if patch_files:
+                label = "+".join([*([label] if specs else []), *(p.stem for p in patch_files)])
             a = _group(scen, scenario_ref, "baseline", [], repeat, env)
-            b = _group(scen, scenario_ref, label, specs, repeat, env)
+            b = _group(scen, scenario_ref, label, specs, repeat, env, patch_files)
         else:
             raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
         result = compare(a, b, threshold, alpha, force, tuple(metrics) or GATED).as_dict()

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from .. import launcher, patchset, scenario, storage
+from .. import envs, launcher, patchset, scenario, storage
 from ..errors import UserError
+from .env import python_options, say
 from .show import print_summary
 
 
@@ -37,11 +38,15 @@ def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob, e.g. MALLOC_ARENA_MAX=2.")
 @click.option("--trim-at-end", is_flag=True, help="malloc_trim(0) after the final census; record what it frees.")
 @click.option("--label", help="Name the run (default: baseline, patched or the patch names).")
+@click.option("--memray", "use_memray", is_flag=True,
+              help="Also capture native stacks with memray, per phase (costs time and ~100 MiB RSS).")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
               help="N fresh worker processes of the same configuration, stored as one run group.")
+@python_options
 def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], out: Path | None, baseline: bool,
             patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...], allocator: str,
-            malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None, repeat: int) -> None:
+            malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None, use_memray: bool, repeat: int,
+            env_ref: str | None, python: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = list(overrides) + ([f"steps={steps}"] if steps is not None else [])
     sets += ["probes.trim_at_end=true"] if trim_at_end else []
@@ -56,9 +61,12 @@ def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], ou
     bad = [k for k in env if not k.startswith("MALLOC_")]
     if bad:
         raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
+    worker_python, env_name = envs.resolve_python(env_ref, python, log=say)
+    argv = [*sys.argv, "--env", env_name] if env_name and env_name not in sys.argv else list(sys.argv)
     req = launcher.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label or patch_label, patches=specs,
                               allocator=allocator, malloc_env=env, out=out,
-                              patch_files=list(patch_files))
+                              patch_files=list(patch_files), memray=use_memray, python=worker_python,
+                              command=argv)
     if repeat == 1:
         sys.exit(exit_code(execute(req).status))
     _group, statuses = execute_group(req, repeat)

@@ -120,6 +120,21 @@ def interventions_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
+def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
+    native = s.get("native")
+    if not native:
+        return None
+    t = Table("Native allocations by site (memray; bytes per parameter)", ["phase", "kind", "where", "B/param",
+                                                                           "allocations"])
+    for phase, kinds in native.items():
+        for kind, rows in kinds.items():
+            for row in rows[:top]:
+                t.rows.append([phase, kind, row["where"], bpp(row["bytes_per_param"]), f"{row['allocations']:,}"])
+    t.note = ("leaked = allocated in the phase and still alive at its end; high_watermark = alive at the phase's "
+              "peak. memray itself adds ~100 MiB RSS to this run.")
+    return t
+
+
 def group_table(summaries: list[dict[str, Any]]) -> Table:
     """Headline figures across the repeats of a group: mean, sd, min, max (finished runs only)."""
     from statistics import fmean, stdev
@@ -138,5 +153,5 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    tables = [phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s)]
+    tables = [phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s), native_table(s)]
     return [t for t in tables if t is not None]

@@ -9,6 +9,7 @@ the orchestration side (pandas, rich) at all, so its memory is the training's me
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -21,6 +22,7 @@ from typing import Any
 from . import census, glibc, procfs
 from .events import EventWriter
 from .interventions import REGISTRY, Context, Refused, parse
+from .native import NativeCapture
 from .probes import PeakTracker, cuda_stats, snapshot
 from .sites import SiteError, SiteRecorder
 
@@ -29,6 +31,7 @@ EXIT_USAGE = 3  # the orchestrator turns this into a one-line user error
 
 class Worker:
     def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
         self.spec = json.loads((run_dir / "worker.json").read_text())
         self.scenario = self.spec["scenario"]
         self.events = EventWriter(run_dir / "events.jsonl")
@@ -98,9 +101,11 @@ class Worker:
             recorder.install(path, required)
         self.events.emit("sites", installed=recorder.installed)
 
+        self.native = NativeCapture(self.run_dir, bool(self.spec.get("memray")))
         interval = self.tracker.enter()
         t0 = time.perf_counter()
-        self.engine = training.initialize(model, groups, self.spec["deepspeed_config"])
+        with self.native.phase("init"):
+            self.engine = training.initialize(model, groups, self.spec["deepspeed_config"])
         init_s = time.perf_counter() - t0
         peak = self.tracker.exit(interval)
         sites, calls = recorder.drain()
@@ -121,23 +126,31 @@ class Worker:
         torch, engine, scenario = self.torch, self.engine, self.scenario
         x = torch.randn(scenario["micro_batch"], scenario["model"]["width"],
                         dtype=training_dtype(scenario), device=engine.device)
-        for step in range(1, scenario["steps"] + 1):
-            self.ctx.step = step
-            step_interval = self.tracker.enter()
-            t0 = time.perf_counter()
-            parts: dict[str, dict[str, int]] = {}
-            for _micro in range(scenario["grad_accum_steps"]):
-                loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
-                self._part(parts, "backward", functools.partial(engine.backward, loss))
-                self._part(parts, "optimizer", engine.step)
-            time_s = time.perf_counter() - t0
-            peak = self.tracker.exit(step_interval)
-            sites, calls = recorder.drain()
-            self.events.emit("step", step=step, time_s=time_s, peak=peak, entry_rss=step_interval.rss0,
-                             parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
-                             loss=float(loss.detach()), **self.probe(smaps=True))
-            if step == 1:
-                self.census("after_first_step")
+        with contextlib.ExitStack() as capture:
+            for step in range(1, scenario["steps"] + 1):
+                if step <= 2:  # one capture for the first step, one for all later steps
+                    capture.close()
+                    capture.enter_context(self.native.phase("first_step" if step == 1 else "steady"))
+                self._step(recorder, step, x)
+
+    def _step(self, recorder: SiteRecorder, step: int, x: Any) -> None:
+        engine, scenario = self.engine, self.scenario
+        self.ctx.step = step
+        step_interval = self.tracker.enter()
+        t0 = time.perf_counter()
+        parts: dict[str, dict[str, int]] = {}
+        for _micro in range(scenario["grad_accum_steps"]):
+            loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
+            self._part(parts, "backward", functools.partial(engine.backward, loss))
+            self._part(parts, "optimizer", engine.step)
+        time_s = time.perf_counter() - t0
+        peak = self.tracker.exit(step_interval)
+        sites, calls = recorder.drain()
+        self.events.emit("step", step=step, time_s=time_s, peak=peak, entry_rss=step_interval.rss0,
+                         parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
+                         loss=float(loss.detach()), **self.probe(smaps=True))
+        if step == 1:
+            self.census("after_first_step")
 
     def _part(self, parts: dict[str, dict[str, int]], name: str, fn: Any) -> Any:
         if not self.scenario["probes"]["parts"]:
