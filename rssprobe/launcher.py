@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -65,9 +66,10 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
         # the worker's Python's bin (ninja for JIT-compiled ops lives there in a venv)
         "PATH": os.pathsep.join([str(Path(req.python).parent), env.get("PATH", "")]),
         "TORCH_EXTENSIONS_DIR": str(host.ops_cache_dir(torch_version, ds_version)),
-        "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
     })
+    if req.scenario.world_size == 1:  # with more ranks torchrun sets these per rank
+        env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
     library = host.allocator_library(req.allocator)
     if library:
         env["LD_PRELOAD"] = library
@@ -75,8 +77,28 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
     return env
 
 
-def _final_status(events: list[dict[str, Any]], returncode: int | None, timed_out: bool,
-                  interrupted: bool) -> tuple[str, str | None]:
+def worker_command(req: RunRequest, run_dir: storage.RunDir) -> list[str]:
+    """One worker process, or N ranks under torchrun (gloo on CPU, NCCL with GPUs) on a free port."""
+    worker = ["-m", "rssprobe.worker", str(run_dir.path)]
+    n = req.scenario.world_size
+    if n == 1:
+        return [req.python, *worker]
+    return [req.python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={n}",
+            "--master-addr=127.0.0.1", f"--master-port={free_port()}", *worker]
+
+
+def _dead_rank(log: str) -> tuple[int, int] | None:
+    """(rank, exit code) of torchrun's 'Root Cause (first observed failure)', if it printed one."""
+    root = log.split("Root Cause", 1)
+    if len(root) < 2:
+        return None
+    rank = re.search(r"rank\s*:\s*(\d+)", root[1])
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", root[1])
+    return (int(rank.group(1)), int(code.group(1))) if rank and code else None
+
+
+def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out: bool,
+                 interrupted: bool) -> tuple[str, str | None]:
     kinds = {e["event"]: e for e in events}
     if "usage_error" in kinds:
         return "failed", kinds["usage_error"]["message"]
@@ -85,11 +107,13 @@ def _final_status(events: list[dict[str, Any]], returncode: int | None, timed_ou
     end = kinds.get("end")
     if interrupted or (end and end.get("status") == "interrupted"):
         return "interrupted", "interrupted (Ctrl-C)"
-    if end and end.get("status") == "ok" and returncode == 0:
+    if end and end.get("status") == "ok" and returncode in (0, None):  # None: a rank torchrun did not report
         return "ok", None
     if "error" in kinds:
         return "failed", kinds["error"]["message"]
-    if returncode is not None and returncode < 0:
+    if returncode is None:
+        return "failed", "stopped before finishing (another rank failed)"
+    if returncode < 0:
         sig = signal.Signals(-returncode).name
         hint = " (SIGKILL: possibly the kernel's OOM killer)" if returncode == -signal.SIGKILL else ""
         return "failed", f"the worker was killed by {sig}{hint}"
@@ -150,11 +174,11 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     run_dir.update_manifest(status="running", started=storage.now_iso())
     timed_out = interrupted = False
     with open(run_dir.path / storage.WORKER_LOG, "wb") as log:
-        proc = subprocess.Popen([req.python, "-m", "rssprobe.worker", str(run_dir.path)], env=env,
+        proc = subprocess.Popen(worker_command(req, run_dir), env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         deadline = time.monotonic() + req.scenario.timeout_s
-        follower = _Follower(run_dir.path / storage.EVENTS, on_event)
+        follower = _Follower(run_dir.path, on_event)
         try:
             while proc.poll() is None:
                 follower.poll()
@@ -169,9 +193,12 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
         proc.wait()
         follower.poll()
 
-    events = run_dir.events()
-    status, error = _final_status(events, proc.returncode, timed_out, interrupted)
-    finalize(run_dir, events)
+    per_rank = {r: run_dir.events(r) for r in run_dir.ranks()} or {0: []}
+    status, error, ranks = _final_status(run_dir, per_rank, req.scenario.world_size, proc.returncode, timed_out,
+                                         interrupted)
+    for rank, rank_events in per_rank.items():
+        finalize(run_dir, rank_events, rank)
+    events = per_rank[0]
     hello = next((e for e in events if e["event"] == "hello"), {})
     model = next((e for e in events if e["event"] == "model"), {})
     last_effects = next((e["effects"] for e in reversed(events) if "effects" in e), {})
@@ -179,18 +206,54 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
         status=status, error=error, exit_code=proc.returncode, ended=storage.now_iso(),
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
-        log_tail=run_dir.log_tail() if status != "ok" else None)
-    if any(e["event"] == "usage_error" for e in events):
+        world_size=req.scenario.world_size, ranks=ranks,
+        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None)
+    if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
         raise UserError(error or "usage error")
     return RunResult(run_dir, status, manifest)
 
 
-def finalize(run_dir: storage.RunDir, events: list[dict[str, Any]]) -> None:
-    """Write steps.parquet from the events (whatever steps finished), and the native view if captured."""
+def _final_status(run_dir: storage.RunDir, per_rank: dict[int, list[dict[str, Any]]], world_size: int,
+                  returncode: int | None, timed_out: bool, interrupted: bool) -> tuple[str, str | None, dict[str, Any]]:
+    """The run's status and error, and each rank's status, error and finished steps."""
+    if world_size == 1:
+        status, error = _rank_status(per_rank.get(0, []), returncode, timed_out, interrupted)
+        return status, error, {"0": {"status": status, "error": error,
+                                     "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, []))}}
+    dead = _dead_rank((run_dir.path / storage.WORKER_LOG).read_text(errors="replace"))
+    ranks: dict[str, Any] = {}
+    for rank in range(world_size):
+        events = per_rank.get(rank, [])
+        # torchrun reports only the first rank to fail; the others it stopped (exit code unknown)
+        code = dead[1] if dead and dead[0] == rank else (0 if returncode == 0 else None)
+        status, error = _rank_status(events, code, timed_out, interrupted)
+        ranks[str(rank)] = {"status": status, "error": error, "steps_done": sum(e["event"] == "step" for e in events)}
+    if returncode == 0 and all(r["status"] == "ok" for r in ranks.values()):
+        return "ok", None, ranks
+    for status in ("timeout", "interrupted"):
+        if any(r["status"] == status for r in ranks.values()):
+            return status, next(r["error"] for r in ranks.values() if r["status"] == status), ranks
+    culprit = str(dead[0]) if dead else next((k for k, r in ranks.items() if r["status"] != "ok"), "0")
+    return "failed", f"rank {culprit} died: {ranks[culprit]['error']}; the other ranks were stopped", ranks
+
+
+def _failure_tail(run_dir: storage.RunDir, ranks: dict[str, Any]) -> str:
+    """The failing rank's own log tail (multi-rank), else the worker log's."""
+    failing = [r for r, v in ranks.items() if v["status"] != "ok"]
+    rank_log = run_dir.path / f"worker.rank{failing[0]}.log" if failing else None
+    if rank_log is not None and rank_log.exists():
+        return "\n".join(rank_log.read_text(errors="replace").splitlines()[-20:])
+    return run_dir.log_tail()
+
+
+def finalize(run_dir: storage.RunDir, events: list[dict[str, Any]], rank: int = 0) -> None:
+    """Write the per-step table from the events (whatever steps finished), and the native view if captured."""
     from .analysis.native import analyse
     from .analysis.tables import steps_frame
 
-    steps_frame(events).to_parquet(run_dir.path / storage.STEPS, index=False)
+    steps_frame(events).to_parquet(run_dir.path / storage.steps_file(rank), index=False)
+    if rank:
+        return
     installed = next((e["installed"] for e in events if e["event"] == "sites"), {})
     native = analyse(run_dir.path, [s for s, status in installed.items() if status == "ok"])
     if native is not None:
@@ -198,26 +261,25 @@ def finalize(run_dir: storage.RunDir, events: list[dict[str, Any]]) -> None:
 
 
 class _Follower:
-    """Reads new complete lines of the event stream as the worker appends them."""
+    """Reads new complete lines of every rank's event stream as the workers append them."""
 
-    def __init__(self, path: Path, on_event: Callable[[dict[str, Any]], None]) -> None:
-        self.path, self.on_event, self.offset, self.buffer = path, on_event, 0, b""
+    def __init__(self, run_dir: Path, on_event: Callable[[dict[str, Any]], None]) -> None:
+        self.run_dir, self.on_event = run_dir, on_event
+        self.offsets: dict[Path, int] = {}
+        self.buffers: dict[Path, bytes] = {}
 
     def poll(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
+        for path in sorted(self.run_dir.glob("events*.jsonl")):
+            with open(path, "rb") as f:
+                f.seek(self.offsets.get(path, 0))
                 data = f.read()
-        except FileNotFoundError:
-            return
-        self.offset += len(data)
-        self.buffer += data
-        *lines, self.buffer = self.buffer.split(b"\n")
-        for line in lines:
-            try:
-                self.on_event(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+            self.offsets[path] = self.offsets.get(path, 0) + len(data)
+            *lines, self.buffers[path] = (self.buffers.get(path, b"") + data).split(b"\n")
+            for line in lines:
+                try:
+                    self.on_event(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -19,13 +19,13 @@ PHASE_TEXT = {
 class RunProgress:
     """An on_event callback for launcher.run that drives a rich progress bar."""
 
-    def __init__(self, steps: int, title: str, console: Console | None = None) -> None:
+    def __init__(self, steps: int, title: str, ranks: int = 1, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[rss]}"), TimeElapsedColumn(),
                                  console=self.console, transient=False)
-        self.task = self.progress.add_task(f"{title}: starting", total=steps, rss="")
-        self.title = title
+        self.titles = {r: title if ranks == 1 else f"{title} rank {r}" for r in range(ranks)}
+        self.tasks = {r: self.progress.add_task(f"{t}: starting", total=steps, rss="") for r, t in self.titles.items()}
 
     def __enter__(self) -> RunProgress:
         self.progress.start()
@@ -35,21 +35,24 @@ class RunProgress:
         self.progress.stop()
 
     def __call__(self, e: dict[str, Any]) -> None:
-        kind = e["event"]
+        kind, rank = e["event"], e.get("rank", 0)
+        if rank not in self.tasks:
+            return
+        self.task, title = self.tasks[rank], self.titles[rank]
         rss = f"RSS {e['rss'] / 2**20:,.0f} MiB" if "rss" in e else None
         fields = {"rss": rss} if rss else {}
         if kind == "phase":
-            self.progress.update(self.task, description=f"{self.title}: {PHASE_TEXT.get(e['name'], e['name'])}",
+            self.progress.update(self.task, description=f"{title}: {PHASE_TEXT.get(e['name'], e['name'])}",
                                  **fields)
         elif kind == "compiling":
-            self.progress.update(self.task, description=f"{self.title}: compiling DeepSpeed op {e['op']} "
+            self.progress.update(self.task, description=f"{title}: compiling DeepSpeed op {e['op']} "
                                  "(once per machine and version, about a minute)")
         elif kind == "init":
-            self.progress.update(self.task, description=f"{self.title}: training", **fields)
+            self.progress.update(self.task, description=f"{title}: training", **fields)
         elif kind == "step":
-            self.progress.update(self.task, completed=e["step"], description=f"{self.title}: step {e['step']}",
+            self.progress.update(self.task, completed=e["step"], description=f"{title}: step {e['step']}",
                                  **fields)
         elif kind in ("error", "usage_error"):
-            self.progress.update(self.task, description=f"{self.title}: failed")
+            self.progress.update(self.task, description=f"{title}: failed")
         elif kind == "end":
-            self.progress.update(self.task, description=f"{self.title}: {e.get('status')}")
+            self.progress.update(self.task, description=f"{title}: {e.get('status')}")

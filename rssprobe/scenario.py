@@ -102,20 +102,13 @@ class Scenario(_Strict):
     micro_batch: int = Field(4, gt=0)
     grad_accum_steps: int = Field(1, gt=0)
     seed: int = 0
-    world_size: int = Field(1, gt=0)
+    world_size: int = Field(1, gt=0, description="ranks on this machine (torchrun); gloo on CPU, NCCL on GPUs")
     timeout_s: float = Field(900, gt=0)
     model: Model
     zero: Zero = Field(default_factory=Zero)
     optimizer: Optimizer = Field(default_factory=Optimizer)
     probes: Probes = Field(default_factory=Probes)
     patches: Patches = Field(default_factory=Patches)
-
-    @field_validator("world_size")
-    @classmethod
-    def _world(cls, v: int) -> int:
-        if v != 1:
-            raise ValueError("multi-rank runs are not supported yet; world_size must be 1")
-        return v
 
     def deepspeed_config(self) -> dict[str, Any]:
         """The DeepSpeed config dict this scenario stands for."""

@@ -31,6 +31,10 @@ WORKER_LOG = "worker.log"
 NATIVE = "native.json"
 
 
+def steps_file(rank: int) -> str:
+    return STEPS if rank == 0 else f"steps.rank{rank}.parquet"
+
+
 def runs_root() -> Path:
     return Path(os.environ.get("RSSPROBE_RUNS", "reports/runs"))
 
@@ -80,9 +84,15 @@ class RunDir:
         self.write_manifest(manifest)
         return manifest
 
-    def events(self) -> list[dict[str, Any]]:
-        """All complete events; a torn last line (the worker died mid-write) is dropped."""
-        path = self.path / EVENTS
+    def ranks(self) -> list[int]:
+        """The ranks that wrote events (one for a 1-rank run)."""
+        out = [0] if (self.path / EVENTS).exists() else []
+        out += sorted(int(p.name.split(".")[1].removeprefix("rank")) for p in self.path.glob("events.rank*.jsonl"))
+        return out
+
+    def events(self, rank: int = 0) -> list[dict[str, Any]]:
+        """All complete events of a rank; a torn last line (the worker died mid-write) is dropped."""
+        path = self.path / (EVENTS if rank == 0 else f"events.rank{rank}.jsonl")
         if not path.exists():
             return []
         out = []

@@ -42,15 +42,17 @@ def _sub(a: float | None, b: float | None) -> float | None:
 class Summary:
     """Derived view of one run; `as_dict()` is the JSON form every reporter and diff reads."""
 
-    def __init__(self, run: RunDir) -> None:
-        self.run = run
+    def __init__(self, run: RunDir, rank: int = 0) -> None:
+        self.run, self.rank = run, rank
         self.manifest = run.manifest()
-        self.events = run.events()
+        self.events = run.events(rank)
         self.by_kind: dict[str, list[dict[str, Any]]] = {}
         for e in self.events:
             self.by_kind.setdefault(e["event"], []).append(e)
         model = self._first("model")
         self.params: int | None = model["params"] if model else None
+        partition = self._first("partition")
+        self.partition_params: int | None = partition["params"] if partition else None
         self.estimator = model.get("estimator_cpu_bytes") if model else None
         phases = {e["name"]: e for e in self.by_kind.get("phase", [])}
         self.phase_events = phases
@@ -217,9 +219,25 @@ class Summary:
             "sites": self.sites(), "site_status": self.site_status(),
             "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),
             "metrics": self.metrics(),
-            "native": self.native(), "memray": bool(m.get("memray")),
+            "native": self.native() if self.rank == 0 else None, "memray": bool(m.get("memray")),
+            "world_size": m.get("world_size", 1), "rank": self.rank, "partition_params": self.partition_params,
+            "ranks": self.per_rank() if self.rank == 0 and m.get("world_size", 1) > 1 else None,
             "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
         }
+
+    def per_rank(self) -> list[dict[str, Any]]:
+        """Each rank's headline figures, per parameter of the whole model and of its partition."""
+        rows = []
+        for rank in range(self.manifest.get("world_size", 1)):
+            other = self if rank == self.rank else Summary(self.run, rank)
+            metrics = other.metrics()
+            ratio = (other.params / other.partition_params) if other.params and other.partition_params else None
+            state = (self.manifest.get("ranks") or {}).get(str(rank), {})
+            rows.append({"rank": rank, "status": state.get("status"), "error": state.get("error"),
+                         "steps_done": len(other.steps), "partition_params": other.partition_params,
+                         "metrics": metrics,
+                         "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()} if ratio else None})
+        return rows
 
     def native(self) -> dict[str, Any] | None:
         """Top native allocation sites per phase (--memray runs), sizes also in bytes per parameter."""

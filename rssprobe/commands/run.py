@@ -27,6 +27,7 @@ def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.command("run")
 @click.argument("scenario_ref", metavar="[SCENARIO]", default="default")
 @click.option("--steps", type=int, help="Shortcut for --set steps=N.")
+@click.option("--world-size", type=int, help="Ranks on this machine (torchrun); shortcut for --set world_size=N.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default reports/runs/<time>-...).")
 @click.option("--baseline", is_flag=True, help="Apply no patch (the default).")
@@ -43,12 +44,14 @@ def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
               help="N fresh worker processes of the same configuration, stored as one run group.")
 @python_options
-def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], out: Path | None, baseline: bool,
-            patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...], allocator: str,
+def command(scenario_ref: str, steps: int | None, world_size: int | None, overrides: tuple[str, ...],
+            out: Path | None, baseline: bool, patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...],
+            allocator: str,
             malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None, use_memray: bool, repeat: int,
             env_ref: str | None, python: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = list(overrides) + ([f"steps={steps}"] if steps is not None else [])
+    sets += [f"world_size={world_size}"] if world_size is not None else []
     sets += ["probes.trim_at_end=true"] if trim_at_end else []
     scen = scenario.load(scenario_ref, sets)
     patch_label, specs = patchset.resolve(scen, baseline, patched, list(patches))
@@ -78,7 +81,8 @@ def execute(req: launcher.RunRequest, show: bool = True, title: str = "") -> lau
     from ..progress import RunProgress
 
     prepared = launcher.prepare(req)
-    with RunProgress(req.scenario.steps, title or f"{req.scenario.name} [{req.label}]") as progress:
+    with RunProgress(req.scenario.steps, title or f"{req.scenario.name} [{req.label}]",
+                     ranks=req.scenario.world_size) as progress:
         result = launcher.run(prepared, progress)
     if show:
         print_summary(result.run, "terminal")

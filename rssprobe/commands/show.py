@@ -6,6 +6,7 @@ import click
 
 from .. import storage
 from ..analysis.summary import Summary
+from ..errors import UserError
 from ..reporters import csvfile, jsonfile, markdown, terminal, views
 
 FORMATS = ["terminal", "json", "markdown", "csv"]
@@ -23,7 +24,8 @@ def emit(fmt: str, data: object, lines: list[str], tables: list[views.Table], al
         terminal.render(lines, tables, alarm=alarm)
 
 
-def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bool = False) -> None:
+def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bool = False,
+                  rank: int = 0) -> None:
     if isinstance(entry, storage.GroupDir):
         summaries = [Summary(r).as_dict() for r in entry.runs()]
         data = {"group": entry.id, **entry.info(), "runs": summaries}
@@ -32,7 +34,9 @@ def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites:
         bad = any(s["status"] != "ok" or s["never_took_effect"] for s in summaries)
         emit(fmt, data, lines, [views.group_table(summaries)], bad)
         return
-    data = Summary(entry).as_dict()
+    if rank not in entry.ranks():
+        raise UserError(f"{entry.path}: no rank {rank} in this run (ranks: {entry.ranks()})")
+    data = Summary(entry, rank).as_dict()
     tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
     emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]))
 
@@ -41,6 +45,7 @@ def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites:
 @click.argument("ref", metavar="RUN", default="latest")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal")
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
-def command(ref: str, fmt: str, all_sites: bool) -> None:
+@click.option("--rank", default=0, show_default=True, help="Which rank's tables (multi-rank runs).")
+def command(ref: str, fmt: str, all_sites: bool, rank: int) -> None:
     """Show RUN (a run or group directory, an id under reports/runs, or 'latest')."""
-    print_summary(storage.resolve_entry(ref), fmt, all_sites)
+    print_summary(storage.resolve_entry(ref), fmt, all_sites, rank)

@@ -8,6 +8,8 @@ from .views import Table, bpp
 
 MARK = {"regression": "REGRESSION", "improvement": "improvement", "~": "~ (not significant)", "same": "",
         "undecided": "undecided"}
+# A figure that does not gate is shown with its direction only: raw RSS of sites moves with glibc noise.
+INFO_MARK = {**MARK, "regression": "higher (informative)", "improvement": "lower (informative)"}
 
 
 def _p(c: dict[str, Any]) -> float:
@@ -61,7 +63,7 @@ def _rows(t: Table, comparisons: list[dict[str, Any]]) -> Table:
     for c in comparisons:
         decidable = c["p_increase"] is not None
         t.rows.append([("* " if c["gated"] else "") + c["metric"], _side(c, "a"), _side(c, "b"), bpp(c["delta"], True),
-                       f"{_p(c):.3f}" if decidable else "n/a", MARK[c["verdict"]]])
+                       f"{_p(c):.3f}" if decidable else "n/a", (MARK if c["gated"] else INFO_MARK)[c["verdict"]]])
     return t
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from .views import NA, Table
@@ -18,12 +19,13 @@ def render(lines: list[str], tables: list[Table], console: Console | None = None
         red = alarm and (line is lines[0] or line.startswith("WARNING"))
         console.print(line, style="bold red" if red else None, markup=False, highlight=False)
     for t in tables:
-        rt = RichTable(title=t.title, title_justify="left", caption=t.note or None, caption_justify="left")
+        rt = RichTable(title=escape(t.title), title_justify="left", caption=escape(t.note) if t.note else None,
+                       caption_justify="left")
         for i, col in enumerate(t.columns):
             numeric = i > 0 and all(_numeric(row[i]) for row in t.rows)
-            rt.add_column(col, justify="right" if numeric else "left")
+            rt.add_column(escape(col), justify="right" if numeric else "left")
         for row in t.rows:
-            rt.add_row(*[str(c) for c in row])
+            rt.add_row(*[escape(str(c)) for c in row])
         console.print(rt)
 
 

@@ -33,8 +33,9 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     if status != "ok":
         status = f"{status.upper()}: {s.get('error') or ''}".rstrip(": ")
     glibc = s.get("glibc_malloc") or {}
+    ranks = f"  rank {s['rank']} of {s['world_size']} (show --rank N for another)" if s.get("world_size", 1) > 1 else ""
     lines = [
-        f"run {s['run']}  [{s['label']}]  scenario {s['scenario']}  status {status}",
+        f"run {s['run']}  [{s['label']}]  scenario {s['scenario']}  status {status}{ranks}",
         f"params {s['params'] or NA:,}  steps {s['steps_done']}/{s['steps_requested']}  "
         f"baseline RSS {mib(s.get('baseline_rss_bytes'))} MiB (pre-model; every figure is above it, per parameter)"
         if s.get("params") else f"steps {s['steps_done']}/{s['steps_requested']}",
@@ -120,6 +121,30 @@ def interventions_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
+RANK_FIGURES = ("init.rss", "steady.rss", "peak", "budget.live", "role.fp32_master", "role.fp32_grad",
+                "role.adam_exp_avg", "role.adam_exp_avg_sq", "role.bit16_params")
+
+
+def ranks_table(s: dict[str, Any]) -> Table | None:
+    """Per rank, per parameter of the whole model (and of the rank's partition), with max and mean."""
+    ranks = s.get("ranks")
+    if not ranks:
+        return None
+    t = Table(f"Per rank ({s['world_size']} ranks; bytes per parameter of the whole model, "
+              "[per parameter of the rank's partition])", ["rank", "status", "steps", *RANK_FIGURES])
+    for r in ranks:
+        per_part = r["metrics_per_partition_param"] or {}
+        t.rows.append([str(r["rank"]), r["status"] or NA, str(r["steps_done"]),
+                       *[f"{bpp(r['metrics'].get(f))} [{bpp(per_part.get(f))}]" for f in RANK_FIGURES]])
+    for name, fn in (("max", max), ("mean", lambda v: sum(v) / len(v))):
+        row = [name, "", ""]
+        for f in RANK_FIGURES:
+            values = [r["metrics"][f] for r in ranks if f in r["metrics"]]
+            row.append(bpp(fn(values)) if values else NA)
+        t.rows.append(row)
+    return t
+
+
 def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
     native = s.get("native")
     if not native:
@@ -153,5 +178,6 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    tables = [phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s), native_table(s)]
+    tables = [ranks_table(s), phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s),
+              native_table(s)]
     return [t for t in tables if t is not None]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import census, glibc, procfs
-from .events import EventWriter
+from .events import EventWriter, events_file
 from .interventions import REGISTRY, Context, Refused, parse
 from .native import NativeCapture
 from .probes import PeakTracker, cuda_stats, snapshot
@@ -34,7 +34,13 @@ class Worker:
         self.run_dir = run_dir
         self.spec = json.loads((run_dir / "worker.json").read_text())
         self.scenario = self.spec["scenario"]
-        self.events = EventWriter(run_dir / "events.jsonl")
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.scenario["world_size"] > 1:
+            # each rank keeps its own stdout/stderr, for the tail shown when it dies
+            log = os.open(run_dir / f"worker.rank{self.rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+        self.events = EventWriter(run_dir / events_file(self.rank), self.rank)
         self.tracker = PeakTracker()
         self.ctx = Context()
         self.torch: Any = None
@@ -109,6 +115,9 @@ class Worker:
         init_s = time.perf_counter() - t0
         peak = self.tracker.exit(interval)
         sites, calls = recorder.drain()
+        partition = getattr(self.engine.optimizer, "partition_size", None)
+        self.events.emit("partition", params=int(sum(partition)) if partition else None,
+                         world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
                          effects=self.ctx.effects, **self.probe(smaps=True))
         self.census("after_init")

@@ -1,0 +1,60 @@
+"""ZeRO-2 across 2 ranks on this machine (torchrun, gloo): per-rank probes, and a rank that dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from .conftest import rssprobe, summary
+
+PARTITIONED = ("fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq")
+
+
+def test_two_ranks_each_hold_half_of_the_partitioned_state(runs_dir: Path, tiny_baseline: Path) -> None:
+    out = runs_dir / "two-ranks"
+    rssprobe("run", "tiny", "--world-size", "2", "--out", str(out), check=True)
+    s = summary(out)
+    assert s["world_size"] == 2 and [r["status"] for r in s["ranks"]] == ["ok", "ok"]
+    one_rank = summary(tiny_baseline)["budget"]["roles"]
+    for r in s["ranks"]:
+        assert r["steps_done"] == 4
+        assert abs(r["partition_params"] - s["params"] / 2) / s["params"] < 0.01
+        for role in PARTITIONED:
+            assert abs(r["metrics"][f"role.{role}"] - one_rank[role] / 2) < 0.05, (r["rank"], role)
+            # per parameter of the rank's own partition, the figure is the 1-rank one again
+            assert abs(r["metrics_per_partition_param"][f"role.{role}"] - one_rank[role]) < 0.05
+        assert abs(r["metrics"]["role.bit16_params"] - 2) < 0.05  # ZeRO-2 keeps full bit16 params per rank
+    assert len(pd.read_parquet(out / "steps.rank1.parquet")) == 4
+    shown = json.loads(rssprobe("show", str(out), "--rank", "1", "--format", "json", check=True).stdout)
+    assert shown["rank"] == 1 and shown["budget"]["roles"]["fp32_master"] < 2.1
+
+
+def test_a_rank_killed_mid_run_fails_the_run_and_keeps_every_ranks_steps(tmp_path: Path) -> None:
+    out = tmp_path / "rank-killed"
+    env = {**os.environ, "RSSPROBE_RUNS": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "rssprobe", "run", "tiny", "--world-size", "2", "--steps", "100000",
+                             "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rank1 = out / "events.rank1.jsonl"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        events = [json.loads(x) for x in rank1.read_text().splitlines()] if rank1.exists() else []
+        if sum(e["event"] == "step" for e in events) >= 2:
+            break
+        time.sleep(0.2)
+    pid = next(e["pid"] for e in events if e["event"] == "hello")
+    os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=180)
+    assert proc.returncode == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"].startswith("rank 1 died") and "SIGKILL" in manifest["error"]
+    assert manifest["ranks"]["1"]["steps_done"] >= 2 and manifest["ranks"]["0"]["steps_done"] >= 1
+    for rank, steps in (("0", "steps.parquet"), ("1", "steps.rank1.parquet")):
+        assert len(pd.read_parquet(out / steps)) == manifest["ranks"][rank]["steps_done"]
