@@ -112,7 +112,7 @@ def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out
     if "error" in kinds:
         return "failed", kinds["error"]["message"]
     if returncode is None:
-        return "failed", "stopped before finishing (another rank failed)"
+        return "failed", "did not finish (no end event: stopped after another rank failed, died, or still running)"
     if returncode < 0:
         sig = signal.Signals(-returncode).name
         hint = " (SIGKILL: possibly the kernel's OOM killer)" if returncode == -signal.SIGKILL else ""
@@ -192,10 +192,14 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             _interrupt(proc)
         proc.wait()
         follower.poll()
+    return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
 
+
+def conclude(run_dir: storage.RunDir, world_size: int, returncode: int | None, timed_out: bool = False,
+             interrupted: bool = False) -> RunResult:
+    """Record how a run ended, from its per-rank event streams (returncode None: launched elsewhere)."""
     per_rank = {r: run_dir.events(r) for r in run_dir.ranks()} or {0: []}
-    status, error, ranks = _final_status(run_dir, per_rank, req.scenario.world_size, proc.returncode, timed_out,
-                                         interrupted)
+    status, error, ranks = _final_status(run_dir, per_rank, world_size, returncode, timed_out, interrupted)
     for rank, rank_events in per_rank.items():
         finalize(run_dir, rank_events, rank)
     events = per_rank[0]
@@ -203,10 +207,10 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     model = next((e for e in events if e["event"] == "model"), {})
     last_effects = next((e["effects"] for e in reversed(events) if "effects" in e), {})
     manifest = run_dir.update_manifest(
-        status=status, error=error, exit_code=proc.returncode, ended=storage.now_iso(),
+        status=status, error=error, exit_code=returncode, ended=storage.now_iso(),
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
-        world_size=req.scenario.world_size, ranks=ranks,
+        world_size=world_size, ranks=ranks,
         log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None)
     if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
         raise UserError(error or "usage error")
@@ -220,7 +224,8 @@ def _final_status(run_dir: storage.RunDir, per_rank: dict[int, list[dict[str, An
         status, error = _rank_status(per_rank.get(0, []), returncode, timed_out, interrupted)
         return status, error, {"0": {"status": status, "error": error,
                                      "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, []))}}
-    dead = _dead_rank((run_dir.path / storage.WORKER_LOG).read_text(errors="replace"))
+    log = run_dir.path / storage.WORKER_LOG
+    dead = _dead_rank(log.read_text(errors="replace")) if log.exists() else None
     ranks: dict[str, Any] = {}
     for rank in range(world_size):
         events = per_rank.get(rank, [])
@@ -228,7 +233,7 @@ def _final_status(run_dir: storage.RunDir, per_rank: dict[int, list[dict[str, An
         code = dead[1] if dead and dead[0] == rank else (0 if returncode == 0 else None)
         status, error = _rank_status(events, code, timed_out, interrupted)
         ranks[str(rank)] = {"status": status, "error": error, "steps_done": sum(e["event"] == "step" for e in events)}
-    if returncode == 0 and all(r["status"] == "ok" for r in ranks.values()):
+    if returncode in (0, None) and all(r["status"] == "ok" for r in ranks.values()):
         return "ok", None, ranks
     for status in ("timeout", "interrupted"):
         if any(r["status"] == status for r in ranks.values()):

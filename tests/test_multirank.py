@@ -58,3 +58,24 @@ def test_a_rank_killed_mid_run_fails_the_run_and_keeps_every_ranks_steps(tmp_pat
     assert manifest["ranks"]["1"]["steps_done"] >= 2 and manifest["ranks"]["0"]["steps_done"] >= 1
     for rank, steps in (("0", "steps.parquet"), ("1", "steps.rank1.parquet")):
         assert len(pd.read_parquet(out / steps)) == manifest["ranks"][rank]["steps_done"]
+
+
+def test_prepare_then_external_rendezvous_launch_then_collect(tmp_path: Path) -> None:
+    """The multi-node flow on one machine: rssprobe prepares a shared directory, torchrun with a
+    c10d rendezvous (as on several nodes) starts the ranks, rssprobe collects their outputs."""
+    out = tmp_path / "shared"
+    prep = rssprobe("prepare", "tiny", "--world-size", "2", "--set", "steps=2", "--out", str(out), check=True)
+    exports = next(line for line in prep.stdout.splitlines() if line.strip().startswith("export "))
+    env = dict(os.environ)
+    for item in exports.split()[1:]:
+        key, _, value = item.partition("=")
+        env[key] = value.strip("'")
+    port = __import__("rssprobe.launcher", fromlist=["free_port"]).free_port()
+    launch = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+                             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                             "-m", "rssprobe.worker", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert launch.returncode == 0, launch.stderr[-2000:]
+    collected = rssprobe("collect", str(out))
+    assert collected.returncode == 0, collected.stderr
+    s = summary(out)
+    assert s["status"] == "ok" and [r["steps_done"] for r in s["ranks"]] == [2, 2]

@@ -180,7 +180,8 @@ def training_dtype(scenario: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    worker = Worker(Path(argv[1]))
+    # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
+    worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))
     try:
         worker.run()
         return 0
