@@ -4,7 +4,8 @@ An environment lives under envs_root()/<name> (default: the cache dir's envs/); 
 derived from the spec (torch2.13.0-ds0.19.8), so the same spec always finds the same venv.
 A marker file is written only after every install step succeeded: a directory without it
 is a half-made env and is rebuilt. The worker needs only torch, DeepSpeed, ninja and psutil
-there, since the launcher puts this checkout on its PYTHONPATH.
+there, since the launcher puts this checkout on its PYTHONPATH. Each env compiles
+DeepSpeed's ops once into its own cache directory (host.ops_cache_dir keys by env).
 """
 
 from __future__ import annotations
@@ -211,8 +212,10 @@ def _build(spec: EnvSpec, env: Env, pip_options: tuple[str, ...], log: Log) -> N
     uv = shutil.which("uv")
     log(f"{env.name}: creating a virtualenv with {'uv' if uv else 'python -m venv'}")
     base = _base_python()
+    failed_log = envs_root() / f".{env.name}.failed.log"
+    failed_log.unlink(missing_ok=True)
     _call([uv, "venv", "--python", base, str(env.path)] if uv else [base, "-m", "venv", str(env.path)], what,
-          "venv")
+          "creating the virtualenv", failed_log)
     pip = [uv, "pip", "install", "--python", env.python] if uv else [env.python, "-m", "pip", "install",
                                                                        "--no-input"]
     steps: list[tuple[str, list[str]]] = [("torch", [f"torch=={spec.torch}"])]
@@ -226,7 +229,7 @@ def _build(spec: EnvSpec, env: Env, pip_options: tuple[str, ...], log: Log) -> N
         extra_env["DS_BUILD_STRING"] = f"+{spec.deepspeed.commit[:7]}"  # no .git in an export: name the revision
     for label, packages in steps:
         log(f"{env.name}: installing {' '.join(packages)}")
-        _call([*pip, *pip_options, *packages], what, label, extra_env)
+        _call([*pip, *pip_options, *packages], what, f"installing {label}", failed_log, extra_env)
     versions = {name: host.package_version(name, env.python) for name in ("torch", "deepspeed")}
     storage.write_json_atomic(env.path / MARKER, {
         "name": env.name, "spec": spec.canonical(), "python": env.python, "versions": versions,
@@ -255,13 +258,15 @@ def _source_tree(source: Source, env: Env, what: str) -> Path:
     return dest
 
 
-def _call(cmd: list[str], what: str, step: str, extra_env: dict[str, str] | None = None) -> None:
+def _call(cmd: list[str], what: str, step: str, failed_log: Path, extra_env: dict[str, str] | None = None) -> None:
+    """Run one install step; on failure keep its whole output in failed_log (the env itself is removed)."""
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(extra_env or {})},
                           stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
-        lines = (proc.stdout + proc.stderr).strip().splitlines()[-TAIL_LINES:]
-        tail = " | ".join(line.strip() for line in lines if line.strip())
-        raise UserError(f"{what}: {step} install failed (exit {proc.returncode}): {tail}")
+        output = proc.stdout + proc.stderr
+        failed_log.write_text(f"$ {' '.join(cmd)}\n{output}")
+        tail = " | ".join(line.strip() for line in output.strip().splitlines()[-TAIL_LINES:] if line.strip())
+        raise UserError(f"{what}: {step} failed (exit {proc.returncode}): {tail} (whole output: {failed_log})")
 
 
 def resolve_python(env: str | None, python: str | None, pip_options: tuple[str, ...] = (),
@@ -293,7 +298,7 @@ def for_versions(torch: str | None, deepspeed: str | None, pip_options: tuple[st
         return sys.executable, None
     torch = torch or host.package_version("torch")
     ds = deepspeed or host.package_version("deepspeed")
-    items = [f"torch=={torch}", ds if ds and ds.startswith("deepspeed=") else f"deepspeed=={ds}"]
+    items = [f"torch=={torch}", f"deepspeed={ds}" if ds and "/" in ds else f"deepspeed=={ds}"]  # a path: source
     found = create(EnvSpec.parse(items), pip_options, log)
     return found.python, found.name
 

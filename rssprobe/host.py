@@ -39,10 +39,15 @@ def cpu_key() -> str:
     return hashlib.sha1(f"{cpu_model()}|{flags}".encode()).hexdigest()[:10]
 
 
-def ops_cache_dir(torch_version: str, deepspeed_version: str) -> Path:
-    """TORCH_EXTENSIONS_DIR for one (Python, torch, DeepSpeed, CPU): compile once per machine."""
-    py = f"py{sysconfig.get_python_version().replace('.', '')}"
-    return cache_root() / "torch_extensions" / f"{py}-torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}"
+def ops_cache_dir(python: str, torch_version: str, deepspeed_version: str) -> Path:
+    """TORCH_EXTENSIONS_DIR for one (environment, torch, DeepSpeed, CPU): compile once per machine.
+
+    Keyed by the environment too: DeepSpeed's build files name the absolute path of its
+    installed sources, so two environments sharing a directory would rebuild each other's ops.
+    """
+    prefix = str(Path(python).absolute().parent.parent)
+    env = hashlib.sha1(prefix.encode()).hexdigest()[:8]
+    return cache_root() / "torch_extensions" / f"torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}-env{env}"
 
 
 def package_version(name: str, python: str | None = None) -> str | None:

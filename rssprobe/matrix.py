@@ -12,7 +12,7 @@ import itertools
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -23,7 +23,9 @@ from .analysis.compare import Side
 from .errors import UserError
 
 INDEX = "matrix.json"
-FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.live", "budget.rss_after_trim_above_baseline")
+# headline figure -> its column in the table (the JSON output keeps the metric names)
+FIGURES = {"init.rss": "init", "first_step.rss": "first step", "steady.rss": "steady", "peak": "peak",
+           "budget.live": "live", "budget.rss_after_trim_above_baseline": "after trim"}
 EFFECTS = ("steady.rss", "budget.rss_after_trim_above_baseline")  # patched minus baseline, per env and allocator
 FINAL = ("ok", "failed", "timeout")  # a run that ended in one of these needs no rerun
 BASELINE = "baseline"
@@ -75,6 +77,7 @@ class Index:
     path: Path
     definition: dict[str, Any]
     cells: dict[str, dict[str, Any]]
+    command: list[str] = field(default_factory=list)  # the latest command line that worked on it
 
     @classmethod
     def open(cls, directory: Path, definition: dict[str, Any], all_cells: list[Cell]) -> Index:
@@ -94,8 +97,8 @@ class Index:
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        storage.write_json_atomic(self.path, {"definition": self.definition, "updated": storage.now_iso(),
-                                              "cells": list(self.cells.values())})
+        storage.write_json_atomic(self.path, {"definition": self.definition, "command": self.command,
+                                              "updated": storage.now_iso(), "cells": list(self.cells.values())})
 
 
 def finished(group_dir: Path, repeat: int) -> bool:

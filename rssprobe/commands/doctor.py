@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 
 import click
 
@@ -33,7 +34,7 @@ def checks() -> list[tuple[str, bool, str]]:
     out.append(("ninja + g++ (JIT-compiled DeepSpeed ops)", bool(shutil.which("ninja") and shutil.which("g++")),
                 f"ninja {shutil.which('ninja') or 'missing'}, g++ {shutil.which('g++') or 'missing'}"))
     if torch_v and ds_v:
-        cache = host.ops_cache_dir(torch_v, ds_v)
+        cache = host.ops_cache_dir(sys.executable, torch_v, ds_v)
         built = sorted(p.parent.name for p in cache.glob("*/*.so")) if cache.is_dir() else []
         out.append(("compiled ops cache", bool(built), f"{cache}: {', '.join(built) or 'empty (first run compiles)'}"))
         import torch

@@ -58,7 +58,8 @@ def list_(fmt: str) -> None:
     infos = [e.info() for e in envs.list_envs()]
     table = views.Table(f"Environments under {envs.envs_root()}", ["name", "torch", "deepspeed", "spec", "created"],
                         [[i["name"], i["versions"].get("torch"), i["versions"].get("deepspeed"), " ".join(i["spec"]),
-                          i["created"]] for i in infos])
+                          i["created"]] for i in infos],
+                        note="" if infos else "none yet: rssprobe env create torch==V deepspeed==V")
     emit(fmt, infos, [], [table], alarm=False)
 
 

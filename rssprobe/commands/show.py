@@ -39,6 +39,9 @@ def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites:
     data = Summary(entry, rank).as_dict()
     tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
     emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]))
+    tail = entry.manifest().get("log_tail")
+    if fmt == "terminal" and data["status"] != "ok" and tail:
+        click.echo(f"last lines of the worker's output ({entry.path}/worker*.log):\n{tail}", err=True)
 
 
 @click.command("show")

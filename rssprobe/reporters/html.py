@@ -14,7 +14,7 @@ from typing import Any
 
 from . import views
 from .plots import Chart, run_name
-from .views import NA, Table
+from .views import Table
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;
@@ -71,20 +71,9 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _numeric(cell: object) -> bool:
-    text = str(cell).split(" ")[0].replace(",", "")
-    if text == NA:
-        return True
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def table(t: Table) -> str:
     """A Table as HTML; numeric columns right-aligned like the terminal's."""
-    numeric = [i > 0 and bool(t.rows) and all(_numeric(r[i]) for r in t.rows) for i in range(len(t.columns))]
+    numeric = [bool(t.rows) and t.numeric(i) for i in range(len(t.columns))]
     head = "".join(f"<th>{escape(c)}</th>" for c in t.columns)
     cell = ['<td class="num">' if n else "<td>" for n in numeric]
     body = "\n".join("<tr>" + "".join(f"{cell[i]}{escape(str(c))}</td>" for i, c in enumerate(row)) + "</tr>"

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from .views import NA, Table
+from .views import Table
 
 
 def render(lines: list[str], tables: list[Table], console: Console | None = None, alarm: bool = False) -> None:
@@ -22,19 +22,7 @@ def render(lines: list[str], tables: list[Table], console: Console | None = None
         rt = RichTable(title=escape(t.title), title_justify="left", caption=escape(t.note) if t.note else None,
                        caption_justify="left")
         for i, col in enumerate(t.columns):
-            numeric = i > 0 and all(_numeric(row[i]) for row in t.rows)
-            rt.add_column(escape(col), justify="right" if numeric else "left")
+            rt.add_column(escape(col), justify="right" if t.numeric(i) else "left")
         for row in t.rows:
             rt.add_row(*[escape(str(c)) for c in row])
         console.print(rt)
-
-
-def _numeric(cell: object) -> bool:
-    text = str(cell).split(" ")[0].replace(",", "")
-    if text == NA:
-        return True
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False

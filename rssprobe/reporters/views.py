@@ -16,6 +16,21 @@ class Table:
     rows: list[list[Any]] = field(default_factory=list)
     note: str = ""
 
+    def numeric(self, i: int) -> bool:
+        """Whether column i holds numbers (or n/a) only: renderers right-align those."""
+        return i > 0 and all(_is_number(row[i]) for row in self.rows)
+
+
+def _is_number(cell: object) -> bool:
+    text = str(cell).split(" ")[0].replace(",", "")
+    if text == NA:
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 def bpp(value: float | None, signed: bool = False) -> str:
     if value is None:
@@ -180,4 +195,4 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
     tables = [ranks_table(s), phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s),
               native_table(s)]
-    return [t for t in tables if t is not None]
+    return [t for t in tables if t is not None and t.rows]
