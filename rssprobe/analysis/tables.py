@@ -31,14 +31,15 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
     for e in events:
         if e["event"] != "step":
             continue
-        row = {"step": e["step"], "time_s": e["time_s"], "peak": e["peak"], "entry_rss": e["entry_rss"],
+        row = {"step": e["step"], "time_s": e["time_s"], "probe_s": e.get("probe_s"),
+               "peak": e["peak"], "entry_rss": e["entry_rss"],
                "loss": e.get("loss"), **_probe_columns(e)}
         for part in PARTS:
             p = e.get("parts", {}).get(part, {})
             row[f"{part}_rss"] = p.get("rss")
             row[f"{part}_peak"] = p.get("peak")
         rows.append(row)
-    columns = ["step", "time_s", "rss", "peak", "entry_rss", "loss", *[f"glibc_{k}" for k in MALLINFO],
+    columns = ["step", "time_s", "probe_s", "rss", "peak", "entry_rss", "loss", *[f"glibc_{k}" for k in MALLINFO],
                *[f"smaps_{k}" for k in SMAPS], "cuda_allocated", "cuda_allocated_peak", "cuda_reserved",
                "cuda_reserved_peak", *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
     return pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})

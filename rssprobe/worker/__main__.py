@@ -114,7 +114,7 @@ class Worker:
             self.engine = training.initialize(model, groups, self.spec["deepspeed_config"])
         init_s = time.perf_counter() - t0
         peak = self.tracker.exit(interval)
-        sites, calls = recorder.drain()
+        sites, calls, _overhead = recorder.drain()
         partition = getattr(self.engine.optimizer, "partition_size", None)
         self.events.emit("partition", params=int(sum(partition)) if partition else None,
                          world_size=int(os.environ.get("WORLD_SIZE", "1")))
@@ -154,8 +154,8 @@ class Worker:
             self._part(parts, "optimizer", engine.step)
         time_s = time.perf_counter() - t0
         peak = self.tracker.exit(step_interval)
-        sites, calls = recorder.drain()
-        self.events.emit("step", step=step, time_s=time_s, peak=peak, entry_rss=step_interval.rss0,
+        sites, calls, probe_s = recorder.drain()
+        self.events.emit("step", step=step, time_s=time_s, probe_s=probe_s, peak=peak, entry_rss=step_interval.rss0,
                          parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
                          loss=float(loss.detach()), **self.probe(smaps=True))
         if step == 1:

@@ -14,11 +14,12 @@ from . import glibc, procfs
 
 
 class Interval:
-    __slots__ = ("peak", "rss0")
+    __slots__ = ("peak", "rss0", "rss1")
 
     def __init__(self, rss0: int) -> None:
         self.rss0 = rss0
         self.peak = rss0
+        self.rss1 = rss0  # RSS when the interval closed
 
 
 class PeakTracker:
@@ -29,19 +30,21 @@ class PeakTracker:
         self.reset_works = procfs.reset_hwm()
 
     def enter(self) -> Interval:
+        rss, hwm = procfs.rss_and_hwm()  # one read: the entry RSS and the enclosing interval's peak so far
         if self._stack:
             top = self._stack[-1]
-            top.peak = max(top.peak, procfs.hwm_bytes())
+            top.peak = max(top.peak, hwm)
         procfs.reset_hwm()
-        interval = Interval(procfs.rss_bytes())
+        interval = Interval(rss)
         self._stack.append(interval)
         return interval
 
     def exit(self, interval: Interval) -> int:
-        """Close the innermost interval; returns its exact peak RSS in bytes."""
+        """Close the innermost interval; returns its exact peak RSS in bytes (its end RSS: interval.rss1)."""
         popped = self._stack.pop()
         assert popped is interval, "intervals must close innermost first"
-        interval.peak = max(interval.peak, procfs.hwm_bytes())
+        interval.rss1, hwm = procfs.rss_and_hwm()
+        interval.peak = max(interval.peak, hwm, interval.rss1)
         if self._stack:
             parent = self._stack[-1]
             parent.peak = max(parent.peak, interval.peak)

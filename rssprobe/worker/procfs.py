@@ -3,6 +3,10 @@
 statm is the cheapest RSS read (one small file); VmHWM with a clear_refs reset gives the
 exact peak of an interval with no sampling thread; smaps_rollup splits anonymous from
 file-backed memory (costlier, read once per step).
+
+The hot reads (every instrumented call) keep their file descriptors open and use
+pread at offset 0, which makes procfs regenerate the file: ~1-3 us instead of ~7-12 us
+for open + read + close. Descriptors are per process (reopened after a fork).
 """
 
 from __future__ import annotations
@@ -10,27 +14,47 @@ from __future__ import annotations
 import os
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_fds: dict[str, int] = {}
+_pid = 0
+
+
+def _fd(name: str, flags: int) -> int:
+    global _pid
+    if _pid != os.getpid():  # a forked child must not share the parent's /proc/self files
+        _fds.clear()
+        _pid = os.getpid()
+    fd = _fds.get(name)
+    if fd is None:
+        fd = _fds[name] = os.open(f"/proc/self/{name}", flags | os.O_CLOEXEC)
+    return fd
 
 
 def rss_bytes() -> int:
-    with open("/proc/self/statm", "rb") as f:
-        return int(f.read().split()[1]) * PAGE_SIZE
+    return int(os.pread(_fd("statm", os.O_RDONLY), 256, 0).split()[1]) * PAGE_SIZE
+
+
+def _status_kb(status: bytes, key: bytes) -> int:
+    start = status.find(key)
+    if start < 0:
+        raise RuntimeError(f"{key.decode()} missing from /proc/self/status")
+    return int(status[start + len(key):status.index(b"kB", start)]) * 1024
+
+
+def rss_and_hwm() -> tuple[int, int]:
+    """(VmRSS, VmHWM) from one read: the current RSS and the peak since the last reset_hwm()."""
+    status = os.pread(_fd("status", os.O_RDONLY), 16384, 0)
+    return _status_kb(status, b"VmRSS:"), _status_kb(status, b"VmHWM:")
 
 
 def hwm_bytes() -> int:
     """VmHWM: the peak RSS since process start or since the last reset_hwm()."""
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmHWM missing from /proc/self/status")
+    return rss_and_hwm()[1]
 
 
 def reset_hwm() -> bool:
     """Reset VmHWM to the current RSS (clear_refs type 5). False where the kernel refuses."""
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        os.write(_fd("clear_refs", os.O_WRONLY), b"5")
         return True
     except OSError:
         return False

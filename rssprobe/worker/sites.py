@@ -14,11 +14,12 @@ import functools
 import importlib
 import inspect
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import glibc, procfs
+from . import glibc
 from .probes import PeakTracker
 
 
@@ -97,6 +98,7 @@ class SiteRecorder:
     window: dict[str, SiteTotals] = field(default_factory=dict)
     installed: dict[str, str] = field(default_factory=dict)
     trace: frozenset[str] = frozenset()
+    overhead_s: float = 0.0  # time spent in the probes themselves since the last drain
     calls: list[dict[str, Any]] = field(default_factory=list)
     _frames: list[_Frame] = field(default_factory=list)
     _active: set[str] = field(default_factory=set)
@@ -124,7 +126,7 @@ class SiteRecorder:
 
     def _wrap(self, site: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         tracker, frames, active = self.tracker, self._frames, self._active
-        rss_bytes, mallinfo = procfs.rss_bytes, glibc.mallinfo2
+        mallinfo, clock = glibc.mallinfo2, time.perf_counter
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -132,20 +134,24 @@ class SiteRecorder:
             # both would double count against one process-wide RSS.
             if site in active or threading.get_ident() != self._thread:
                 return fn(*args, **kwargs)
+            t0 = clock()
             active.add(site)
             mi0 = mallinfo()
             interval = tracker.enter()
             frame = _Frame()
             frames.append(frame)
+            t1 = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
+                t2 = clock()
                 frames.pop()
-                rss1 = rss_bytes()
                 peak = tracker.exit(interval)
                 mi1 = mallinfo()
                 active.discard(site)
-                self._record(site, interval.rss0, rss1, peak, mi0, mi1, frame)
+                self._record(site, interval.rss0, interval.rss1, peak, mi0, mi1, frame)
+                # the probes' own time, reported per step: their overhead measured directly
+                self.overhead_s += (t1 - t0) + (clock() - t2)
 
         wrapper.__rssprobe_site__ = site  # type: ignore[attr-defined]
         return wrapper
@@ -174,9 +180,9 @@ class SiteRecorder:
             self.calls.append({"site": site, "retained": retained, "peak": peak - rss0, "inuse": inuse,
                                "free": free, "fordblks_after": None if mi1 is None else mi1["fordblks"]})
 
-    def drain(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-        """The totals since the last drain keyed by site, and the per-call log of traced sites."""
+    def drain(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], float]:
+        """Totals since the last drain keyed by site, the per-call log of traced sites, probe time (s)."""
         out = {site: t.as_dict() for site, t in self.window.items()}
-        calls = self.calls
-        self.window, self.calls = {}, []
-        return out, calls
+        calls, overhead = self.calls, self.overhead_s
+        self.window, self.calls, self.overhead_s = {}, [], 0.0
+        return out, calls, overhead
