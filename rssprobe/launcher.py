@@ -147,8 +147,10 @@ def prepare(req: RunRequest) -> Prepared:
     except UserError:
         shutil.rmtree(run_dir.path)  # nothing ran: leave no half-made run behind
         raise
+    resolved = req.scenario.model_dump(mode="json")
+    resolved["model"]["layers"] = req.scenario.model.n_layers  # a size given as params, resolved once, here
     spec = {
-        "scenario": req.scenario.model_dump(mode="json"),
+        "scenario": resolved,
         "deepspeed_config": req.scenario.deepspeed_config(),
         "patches": req.patches,
         "sites": sites_config.for_scenario(req.scenario),

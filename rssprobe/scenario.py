@@ -170,12 +170,21 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+# Keys that replace one another: sizing the model on the command line by parameter count
+# overrides a file that sized it by layers, and the other way round.
+REPLACES = {"model.params": "model.layers", "model.layers": "model.params"}
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> dict[str, Any]:
     out = copy.deepcopy(raw)
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UserError(f"--set {item}: expected key=value")
+        if key.strip() in REPLACES:
+            table, _, other = REPLACES[key.strip()].partition(".")
+            if isinstance(out.get(table), dict):
+                out[table].pop(other, None)
         parts = key.strip().split(".")
         node = out
         for part in parts[:-1]:

@@ -24,7 +24,4 @@ def for_scenario(scenario: Scenario) -> list[tuple[str, bool]]:
 
 def short_name(path: str) -> str:
     """'deepspeed.runtime...DeepSpeedZeroOptimizer.step' -> 'DeepSpeedZeroOptimizer.step'."""
-    parts = path.split(".")
-    if len(parts) >= 2 and parts[-2][:1].isupper():
-        return ".".join(parts[-2:])
-    return ".".join(parts[-2:]) if len(parts) >= 2 else path
+    return ".".join(path.split(".")[-2:])

@@ -48,6 +48,8 @@ def test_overrides_are_typed_and_validated(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD)
     s = scenario.load(str(path), ["steps=7", "model.width=128", "precision=fp32", "zero.overlap_comm=true"])
     assert (s.steps, s.model.width, s.precision, s.zero.overlap_comm) == (7, 128, "fp32", True)
+    resized = scenario.load(str(path), ["model.params=50e3"])  # params on the command line replaces layers
+    assert resized.model.layers is None and resized.model.n_layers == 12
     with pytest.raises(UserError, match=r"s.toml: model.widht: unknown key"):
         scenario.load(str(path), ["model.widht=128"])
     with pytest.raises(UserError, match="expected key=value"):

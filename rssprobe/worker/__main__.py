@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import census, glibc, procfs
+from . import census, glibc, procfs, training
 from .events import EventWriter, events_file
 from .interventions import REGISTRY, Context, Refused, parse
 from .native import NativeCapture
@@ -71,8 +71,6 @@ class Worker:
         import torch
 
         self.torch = torch
-        from . import training
-
         accelerator = training.pick_accelerator()
         import deepspeed
 
@@ -134,7 +132,7 @@ class Worker:
     def train(self, recorder: SiteRecorder) -> None:
         torch, engine, scenario = self.torch, self.engine, self.scenario
         x = torch.randn(scenario["micro_batch"], scenario["model"]["width"],
-                        dtype=training_dtype(scenario), device=engine.device)
+                        dtype=training.input_dtype(scenario), device=engine.device)
         with contextlib.ExitStack() as capture:
             for step in range(1, scenario["steps"] + 1):
                 if step <= 2:  # one capture for the first step, one for all later steps
@@ -171,12 +169,6 @@ class Worker:
         part["peak"] = max(part["peak"], peak)
         part["rss"] = procfs.rss_bytes()
         return out
-
-
-def training_dtype(scenario: dict[str, Any]) -> Any:
-    from .training import input_dtype
-
-    return input_dtype(scenario)
 
 
 def main(argv: list[str]) -> int:

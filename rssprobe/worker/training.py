@@ -49,15 +49,14 @@ def load_cpu_adam(on_compile: Callable[[str], None]) -> None:
 
 
 def build_model(scenario: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], int]:
-    """(model, optimizer param groups, parameter count)."""
+    """(model, optimizer param groups, parameter count). The orchestrator resolved model.layers."""
     import torch
 
     m = scenario["model"]
     torch.manual_seed(scenario["seed"])
     width = m["width"]
-    layers = m["layers"] if m.get("layers") else max(1, round(m["params"] / (width * width + width)))
     blocks: list[torch.nn.Module] = []
-    for _ in range(layers):
+    for _ in range(m["layers"]):
         blocks += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*blocks)
     linears = [b for b in blocks if isinstance(b, torch.nn.Linear)]
