@@ -1,7 +1,23 @@
 """The one error type users see: a single line, exit code 2, no traceback."""
 
+from __future__ import annotations
+
+from typing import Any
+
 
 class UserError(Exception):
     """Bad input (file, key, reason). The CLI prints it as one line and exits with code 2."""
 
     exit_code = 2
+
+
+def from_validation(label: str, errors: list[dict[str, Any]]) -> UserError:
+    """One line from pydantic's errors: 'file: key: reason'. An unknown key is named first,
+    since a misspelt key is usually also why a required one is missing."""
+    errors = sorted(errors, key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    reason = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(
+        err["type"], err["msg"].removeprefix("Value error, "))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return UserError(f"{label}: {key}: {reason}{more}")

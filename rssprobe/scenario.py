@@ -15,7 +15,7 @@ from typing import Any, Literal
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import UserError
+from .errors import UserError, from_validation
 
 
 class _Strict(BaseModel):
@@ -200,15 +200,7 @@ def validate(raw: dict[str, Any], label: str) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        reason = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            reason = "unknown key"
-        elif err["type"] == "missing":
-            reason = "required key is missing"
-        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise UserError(f"{label}: {key}: {reason}{more}") from None
+        raise from_validation(label, e.errors()) from None
 
 
 def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:

@@ -80,3 +80,17 @@ def test_failed_run_makes_the_gate_undecided(groups: dict[str, Path], runs_dir: 
 def test_gate_usage_errors_exit_2() -> None:
     proc = rssprobe("gate")
     assert proc.returncode == 2 and "needs --reference" in proc.stderr
+
+
+def test_limits_pass_fail_and_bad_file(groups: dict[str, Path], tmp_path: Path) -> None:
+    limits = tmp_path / "limits.toml"
+    limits.write_text('[limits]\n"budget.live" = 30.0\n"budget.rss_after_trim_above_baseline" = 500.0\n')
+    ok = rssprobe("gate", "--candidate", str(groups["a1"]), "--limits", str(limits), "--format", "json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert {c["verdict"] for c in json.loads(ok.stdout)["checks"]} == {"pass"}
+    limits.write_text('[limits]\n"budget.live" = 5.0\n')  # the census alone is 21 B/param: every repeat above
+    over = rssprobe("gate", "--candidate", str(groups["a1"]), "--limits", str(limits), "--format", "json")
+    assert over.returncode == 1 and json.loads(over.stdout)["checks"][0]["verdict"] == "regression"
+    limits.write_text('[limitz]\n"budget.live" = 5.0\n')
+    bad = rssprobe("gate", "--candidate", str(groups["a1"]), "--limits", str(limits))
+    assert bad.returncode == 2 and "limitz: unknown key" in bad.stderr

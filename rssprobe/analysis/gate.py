@@ -13,7 +13,7 @@ from typing import Any
 import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import UserError
+from ..errors import UserError, from_validation
 from .compare import Side
 
 EXIT = {"pass": 0, "improvement": 0, "regression": 1, "undecided": 125}
@@ -34,10 +34,7 @@ def load_limits(path: Path) -> dict[str, float]:
     try:
         return Limits.model_validate(raw).limits
     except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise UserError(f"{path}: {key}: {reason}") from None
+        raise from_validation(str(path), e.errors()) from None
 
 
 @dataclass(frozen=True)

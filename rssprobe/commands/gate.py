@@ -42,6 +42,7 @@ def _publish(markdown_text: str) -> None:
 
 @click.command("gate")
 @click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
+@click.option("--scenario", "scenario_opt", metavar="SCENARIO", help="Same as the SCENARIO argument.")
 @click.option("--reference", help="Reference run or group (path, id, 'latest').")
 @click.option("--candidate", help="Candidate run or group.")
 @click.option("--run", "do_run", is_flag=True, help="Run SCENARIO baseline (reference) and candidate groups.")
@@ -60,12 +61,15 @@ def _publish(markdown_text: str) -> None:
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path), help="Write JUnit XML here.")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json"]), default="terminal")
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")
-def command(scenario_ref: str | None, reference: str | None, candidate: str | None, do_run: bool,
-            limits: Path | None, repeat: int, patched: bool, patches: tuple[str, ...],
+def command(scenario_ref: str | None, scenario_opt: str | None, reference: str | None, candidate: str | None,
+            do_run: bool, limits: Path | None, repeat: int, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], overrides: tuple[str, ...],
             malloc_env: tuple[str, ...], metrics: tuple[str, ...], threshold: float, alpha: float,
             junit_file: Path | None, fmt: str, force: bool) -> None:
     """Decide pass / regression / undecided; exit 0 / 1 / 125."""
+    if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
+        raise UserError(f"gate: two scenarios given ({scenario_ref}, {scenario_opt})")
+    scenario_ref = scenario_ref or scenario_opt
     env = pairs(malloc_env, "--malloc-env")
     # runs started by the gate end with malloc_trim(0): RSS after it is a low-noise figure
     sets = [*overrides, "probes.trim_at_end=true"]
