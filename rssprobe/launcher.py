@@ -25,7 +25,6 @@ from . import host, overlay, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
-EXIT_USAGE = 3  # worker's exit code for a usage error (see rssprobe.worker.__main__)
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 

@@ -42,6 +42,7 @@ class Worker:
             os.dup2(log, 2)
         self.events = EventWriter(run_dir / events_file(self.rank), self.rank)
         self.tracker = PeakTracker()
+        self.native = NativeCapture(run_dir, bool(self.spec.get("memray")))
         self.ctx = Context()
         self.torch: Any = None
         self.engine: Any = None
@@ -105,7 +106,6 @@ class Worker:
             recorder.install(path, required)
         self.events.emit("sites", installed=recorder.installed)
 
-        self.native = NativeCapture(self.run_dir, bool(self.spec.get("memray")))
         interval = self.tracker.enter()
         t0 = time.perf_counter()
         with self.native.phase("init"):
@@ -167,7 +167,7 @@ class Worker:
         peak = self.tracker.exit(interval)
         part = parts.setdefault(name, {"peak": 0})
         part["peak"] = max(part["peak"], peak)
-        part["rss"] = procfs.rss_bytes()
+        part["rss"] = interval.rss1
         return out
 
 
