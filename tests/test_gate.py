@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -94,3 +95,16 @@ def test_limits_pass_fail_and_bad_file(groups: dict[str, Path], tmp_path: Path) 
     limits.write_text('[limitz]\n"budget.live" = 5.0\n')
     bad = rssprobe("gate", "--candidate", str(groups["a1"]), "--limits", str(limits))
     assert bad.returncode == 2 and "limitz: unknown key" in bad.stderr
+
+
+def test_diff_refuses_different_scenarios_unless_forced(groups: dict[str, Path], tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(groups["a1"] / "run-01", other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["scenario"]["name"] = "other-scenario"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    refused = rssprobe("diff", str(groups["a1"]), str(other))
+    assert refused.returncode == 2 and "needs --force" in refused.stderr
+    forced = rssprobe("diff", str(groups["a1"]), str(other), "--force", "--format", "json", check=True)
+    differences = {d["what"] for d in json.loads(forced.stdout)["differences"]}
+    assert "scenario name" in differences
