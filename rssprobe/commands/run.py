@@ -40,7 +40,7 @@ def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--trim-at-end", is_flag=True, help="malloc_trim(0) after the final census; record what it frees.")
 @click.option("--label", help="Name the run (default: baseline, patched or the patch names).")
 @click.option("--memray", "use_memray", is_flag=True,
-              help="Also capture native stacks with memray, per phase (costs time and ~100 MiB RSS).")
+              help="Also capture native stacks with memray, per phase (costs time and RSS of its own).")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
               help="N fresh worker processes of the same configuration, stored as one run group.")
 @python_options

@@ -171,7 +171,7 @@ def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
             for row in rows[:top]:
                 t.rows.append([phase, kind, row["where"], bpp(row["bytes_per_param"]), f"{row['allocations']:,}"])
     t.note = ("leaked = allocated in the phase and still alive at its end; high_watermark = alive at the phase's "
-              "peak. memray itself adds ~100 MiB RSS to this run.")
+              "peak. memray's own buffers inflate this run's RSS figures: compare runs made without --memray.")
     return t
 
 
