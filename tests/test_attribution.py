@@ -16,7 +16,7 @@ import pytest
 from .conftest import STEADY_GLIBC, rssprobe, summary
 
 ZERO = "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer"
-TOL = 0.1  # B/param
+TOL = 0.1  # B/param; the kernel's per-CPU RSS counter batching (<= 256 KB here) is 0.06 of it at 4.2 M params
 
 
 def site_rows(s: dict[str, Any], phase: str) -> dict[str, dict[str, Any]]:

@@ -55,10 +55,11 @@ def _trim_drops(run: Path, threshold: int) -> int:
 def test_per_group_trim_fires_once_under_zero2_and_the_probes_see_it(runs_dir: Path) -> None:
     """3 param groups. ZeRO-2 hands CPU Adam one group at a time, so the PR's per-group index
     is always 0 and the trim fires once, not three times. Before each group's optimizer step,
-    testing.litter leaves 64 MiB free-but-retained in glibc's heap, so every trim that runs
-    shows as a >32 MiB RSS drop in the traced Adam step calls, independent of the counter."""
+    testing.litter leaves 96 MiB free-but-retained in glibc's heap, so every trim that runs
+    shows as a >32 MiB RSS drop in the traced Adam step calls, independent of the counter
+    (the group's Adam states, 16 MiB, may be carved out of that free memory first)."""
     common = ["tiny", "--set", "model.layers=6", "--set", "model.param_groups=3", "--steps", "3",
-              "--set", f'probes.trace_sites=["{ADAM_STEP}"]', "--patch", "testing.litter:mib=64"]
+              "--set", f'probes.trace_sites=["{ADAM_STEP}"]', "--patch", "testing.litter:mib=96"]
     patched, baseline = runs_dir / "trim-3-groups", runs_dir / "litter-3-groups"
     rssprobe("run", *common, "--patch", "pr8132.malloc-trim", "--out", str(patched), check=True)
     rssprobe("run", *common, "--out", str(baseline), check=True)
@@ -70,7 +71,7 @@ def test_per_group_trim_fires_once_under_zero2_and_the_probes_see_it(runs_dir: P
     assert [entry["step"] for entry in trim["effects"]["log"]] == [1]
     assert _trim_drops(patched, 32 * MiB) == 1  # the probes see exactly one trim ...
     assert _trim_drops(baseline, 32 * MiB) == 0  # ... and none without the patch
-    assert trim["effects"]["log"][0]["rss_released"] > 48 * MiB
+    assert trim["effects"]["log"][0]["rss_released"] > 64 * MiB
 
 
 def test_patch_file_is_applied_to_an_overlay_and_found_where_it_should_be(runs_dir: Path, tmp_path: Path,

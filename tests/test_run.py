@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rssprobe import scenario
+
 from .conftest import rssprobe, summary
 
 
@@ -34,7 +36,7 @@ def test_tiny_run_produces_a_complete_plausible_run_directory(tiny_baseline: Pat
     assert steps["cuda_allocated"].isna().all()  # no GPU here: missing, not zero
 
     s = summary(tiny_baseline)
-    assert s["params"] == 4 * (768 * 768 + 768)
+    assert s["params"] == scenario.load("tiny").model.n_params == 4 * (1024 * 1024 + 1024)
     # fp32 master + grad + two Adam states alone need 16 B/param: RSS above baseline must exceed it
     assert s["phases"]["steady"]["rss"] > 16
     assert s["cuda"].startswith("not available")
