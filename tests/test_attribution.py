@@ -79,3 +79,11 @@ def test_census_accounts_for_deepspeeds_known_buffers(runs_dir: Path) -> None:
     # the Adam states do not exist after init and appear with the first step
     assert "adam_exp_avg" not in budgets["after_init"] and "adam_exp_avg_sq" not in budgets["after_init"]
     assert abs(budgets["after_first_step"]["adam_exp_avg"] + budgets["after_first_step"]["adam_exp_avg_sq"] - 8) < 0.01
+
+
+def test_a_misspelt_user_site_fails_up_front_with_close_names(tmp_path: Path) -> None:
+    typo = f"{ZERO}.unscale_and_clip_grad"
+    proc = rssprobe("run", "tiny", "--set", f'probes.extra_sites=["{typo}"]', "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert "does not exist" in error and f"{ZERO}.unscale_and_clip_grads" in error
