@@ -77,6 +77,16 @@ def resolve(path: str) -> tuple[Any, str, Any] | None:
     return owner, attr, raw
 
 
+def replace_function(owner: Any, attr: str, raw: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Put wrap(function) in place of a resolved attribute, keeping staticmethod/classmethod."""
+    if isinstance(raw, (staticmethod, classmethod)):
+        setattr(owner, attr, type(raw)(wrap(raw.__func__)))
+    elif callable(raw):
+        setattr(owner, attr, wrap(raw))
+    else:
+        raise SiteError(f"{getattr(owner, '__name__', owner)}.{attr} is not a function")
+
+
 def close_names(path: str) -> list[str]:
     """Names near a missing site, for the error message."""
     parts = path.split(".")
@@ -114,13 +124,7 @@ class SiteRecorder:
                 raise SiteError(f"site {path!r} does not exist in the installed packages{hint}")
             self.installed[path] = "absent"
             return "absent"
-        owner, attr, raw = found
-        if isinstance(raw, (staticmethod, classmethod)):
-            setattr(owner, attr, type(raw)(self._wrap(path, raw.__func__)))
-        elif callable(raw):
-            setattr(owner, attr, self._wrap(path, raw))
-        else:
-            raise SiteError(f"site {path!r} is not a function")
+        replace_function(*found, functools.partial(self._wrap, path))
         self.installed[path] = "ok"
         return "ok"
 

@@ -12,7 +12,7 @@ import functools
 import mmap
 from typing import Any
 
-from ..sites import resolve
+from ..sites import replace_function, resolve
 from .base import Context, Intervention, Refused
 
 INJECT = "testing.inject"
@@ -32,10 +32,7 @@ def _wrap_site(name: str, path: str, make: Any) -> None:
     found = resolve(path)
     if found is None:
         raise Refused(f"{name}: site {path!r} does not exist in the installed version")
-    owner, attr, raw = found
-    fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
-    wrapped = functools.wraps(fn)(make(fn))
-    setattr(owner, attr, type(raw)(wrapped) if isinstance(raw, (staticmethod, classmethod)) else wrapped)
+    replace_function(*found, lambda fn: functools.wraps(fn)(make(fn)))
 
 
 def apply_inject(ctx: Context, options: dict[str, str]) -> None:
