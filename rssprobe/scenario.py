@@ -86,6 +86,7 @@ class Probes(_Strict):
     trace_sites: list[str] = Field(default_factory=list, description="sites that also log every call")
     parts: bool = Field(True, description="exact peak of forward / backward / optimizer inside each step")
     census: bool = True
+    memmap: bool = Field(True, description="at each census, name every resident byte by memory mapping")
     smaps: bool = True
     trim_at_end: bool = Field(False, description="malloc_trim(0) after the final census and record what it frees")
 

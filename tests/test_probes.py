@@ -46,21 +46,24 @@ def test_large_malloc_moves_rss_hwm_and_mallinfo_by_its_size() -> None:
 @needs_glibc
 def test_small_chunks_are_retained_after_free_until_malloc_trim() -> None:
     chunk, count = 64 * 1024, 1024  # 64 MiB in chunks far below the mmap threshold
-    mi0, rss0 = glibc.mallinfo2(), procfs.rss_bytes()
+    mi0 = glibc.mallinfo2()
     ptrs = [libc.malloc(chunk) for _ in range(count)]
     for p in ptrs:
         touch(p, chunk)
     # A fence allocated last, above the chunks (a small malloc could land in an older hole
     # below them): it keeps the freed chunks from merging into the trimmable heap top.
     fence = libc.malloc(chunk)
-    mi1 = glibc.mallinfo2()
+    mi1, rss1 = glibc.mallinfo2(), procfs.rss_bytes()
     assert abs((mi1["uordblks"] - mi0["uordblks"]) - chunk * count) < 2 * MiB
     for p in ptrs:
         libc.free(p)
     mi2, rss2 = glibc.mallinfo2(), procfs.rss_bytes()
+    # Compared with the moment they were held, not with the start: some chunks may reuse free,
+    # already resident holes that earlier tests in this process left (seen: fordblks +59.8 MiB
+    # and RSS +57 MiB against the start when test_report ran first).
     assert abs(mi2["uordblks"] - mi0["uordblks"]) < 2 * MiB  # no longer in use ...
-    assert mi2["fordblks"] - mi0["fordblks"] > 60 * MiB  # ... but free-retained ...
-    assert rss2 - rss0 > 60 * MiB  # ... and still resident: what glibc actually does
+    assert mi2["fordblks"] - mi1["fordblks"] > 60 * MiB  # ... but free-retained ...
+    assert rss2 > rss1 - 4 * MiB  # ... and still resident: what glibc actually does
     assert glibc.malloc_trim(0) == 1
     assert procfs.rss_bytes() < rss2 - 60 * MiB  # malloc_trim hands the pages back
     libc.free(fence)

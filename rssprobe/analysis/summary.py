@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from statistics import fmean
 from typing import Any
 
@@ -33,6 +34,11 @@ def _window_mean(got: list[dict[str, Any]], n: int, key: str) -> float | None:
     if any(v is None for v in values):
         return None
     return sum(values) / n
+
+
+def part_key(name: str) -> str:
+    """A part's name in the metric vocabulary: 'file: libtorch_cpu.so' -> 'part.file_libtorch_cpu_so'."""
+    return "part." + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -107,7 +113,10 @@ class Summary:
             roles[name] = self.bpp(r["resident"] - before["resident"])
             allocated[name] = self.bpp(r["allocated"] - before["allocated"])
         live = census["resident"] - base_census["resident"]
-        above = census["rss"] - self.baseline["rss"]
+        parts = self._parts(census, base_census)
+        # with a memory-map partition, RSS is read where the parts were (after the census's own
+        # reads, which may let glibc trim its heap top); without one, when the census began
+        above = parts["parts_rss_above_baseline_bytes"] if parts else census["rss"] - self.baseline["rss"]
         out = {
             "at": at,
             "roles": dict(sorted(roles.items(), key=lambda kv: -(kv[1] or 0))),
@@ -119,11 +128,32 @@ class Summary:
                                                                  _free(self.baseline["mallinfo"]))),
             "estimator_bytes_per_param": self.bpp(self.estimator),
         }
+        out.update(parts)
         trim = self._first("trim_at_end")
         if at == "end" and trim is not None:
             out["malloc_trim_released_bytes_per_param"] = self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
             out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
         return out
+
+    def _parts(self, census: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+        """RSS above the pre-model baseline, named part by part (memory-map partition).
+
+        The parts add up to the mappings' RSS at each point; what the RSS counter read just
+        after them differs from their sum by is 'not attributed', shown, never hidden.
+        """
+        now, then = census.get("memmap"), base.get("memmap")
+        if not now or not then:
+            return {}
+        names = sorted(set(now["parts"]) | set(then["parts"]),
+                       key=lambda n: -(now["parts"].get(n, 0) - then["parts"].get(n, 0)))
+        parts = {}
+        for name in names:
+            delta = now["parts"].get(name, 0) - then["parts"].get(name, 0)
+            parts[name] = {"bytes": delta, "bytes_per_param": self.bpp(delta)}
+        above = now["rss_after"] - then["rss_after"]
+        rest = above - sum(p["bytes"] for p in parts.values())
+        return {"parts": parts, "parts_rss_above_baseline_bytes": above, "not_attributed_bytes": rest,
+                "not_attributed_bytes_per_param": self.bpp(rest), "memmap_notes": now.get("notes", [])}
 
     # ---- sites --------------------------------------------------------------------------
     def sites(self) -> list[dict[str, Any]]:
@@ -195,6 +225,11 @@ class Summary:
             for role, value in budget["roles"].items():
                 if value is not None:
                     out[f"role.{role}"] = value
+            for name, part in budget.get("parts", {}).items():
+                if part["bytes_per_param"] is not None:
+                    out[part_key(name)] = part["bytes_per_param"]
+            if budget.get("not_attributed_bytes_per_param") is not None:
+                out["budget.not_attributed"] = budget["not_attributed_bytes_per_param"]
         for row in self.sites():
             for key in ("retained", "peak"):
                 value = row[f"{key}_bytes_per_param"]

@@ -76,6 +76,9 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
     comps = r["comparisons"]
     out.append(_rows(Table("Phases and budget (bytes per parameter)", columns), comps.get("phases", [])))
     out.append(_rows(Table("Live-buffer roles (bytes per parameter)", columns), comps.get("roles", [])))
+    if comps.get("parts"):
+        out.append(_rows(Table("Parts of RSS by memory mapping, at the end (bytes per parameter)", columns),
+                         comps["parts"]))
     sites = comps.get("sites", [])
     shown = sites if all_sites else [c for c in sites if c["verdict"] != "same"]
     t = _rows(Table("Code sites (bytes per parameter)", columns), shown)

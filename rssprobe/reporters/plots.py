@@ -160,10 +160,13 @@ def measure_chart(runs: list[RunSeries], measure: str) -> Chart:
 
 
 UNEXPLAINED = "unexplained (RSS - live)"
+NOT_ATTRIBUTED = "not attributed"
 
 
 def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
-    """The 'end' live-buffer budget as one stacked bar per run: roles, then the unexplained rest.
+    """The 'end' budget as one stacked bar per run: roles, then the other named parts of RSS
+    (memory-map partition), then what is not attributed (or, for runs without a partition,
+    the unexplained rest).
 
     Positive and negative segments stack away from zero separately, so a negative segment
     (less resident than at the baseline) cannot hide a positive one.
@@ -172,22 +175,29 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     with_budget = [s for s in summaries if s.get("budget")]
     skipped = [f"{run_name(s)}: no live-buffer census at 'end'" for s in summaries if not s.get("budget")]
     roles: list[str] = []
+    parts: list[str] = []
     for s in with_budget:
         roles += [r for r in s["budget"]["roles"] if r not in roles]
-    segments = [*roles, UNEXPLAINED]
+        parts += [p for p in s["budget"].get("parts", {}) if p not in parts and p != "live tensors"]
+    rest = [NOT_ATTRIBUTED] if parts else [UNEXPLAINED]
+    segments = [*roles, *parts, *rest]
     fig = _figure(len(segments))
     ax = fig.subplots()
     names = [run_name(s) for s in with_budget]
     x = np.arange(len(with_budget))
     pos, neg = np.zeros(len(x)), np.zeros(len(x))
-    colors = _colors(len(roles))
+    colors = _colors(len(roles) + len(parts))
     for i, segment in enumerate(segments):
+        style: dict[str, Any] = {"color": colors[i]} if i < len(colors) else \
+            {"color": "0.8", "hatch": "//", "edgecolor": "0.45"}
         if segment == UNEXPLAINED:
             values = [s["budget"].get("unexplained_bytes_per_param") for s in with_budget]
-            style: dict[str, Any] = {"color": "0.8", "hatch": "//", "edgecolor": "0.45"}
-        else:
+        elif segment == NOT_ATTRIBUTED:
+            values = [s["budget"].get("not_attributed_bytes_per_param") for s in with_budget]
+        elif segment in roles:
             values = [s["budget"]["roles"].get(segment) for s in with_budget]
-            style = {"color": colors[i]}
+        else:
+            values = [(s["budget"].get("parts", {}).get(segment) or {}).get("bytes_per_param") for s in with_budget]
         v = np.nan_to_num(np.array([np.nan if val is None else val for val in values], dtype="float64"))
         bottom = np.where(v >= 0, pos, neg)
         ax.bar(x, v, bottom=bottom, width=0.6, label=segment, linewidth=0.5, **style)
@@ -216,7 +226,8 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     ax.set_ylabel(Y_LABEL)
     ax.grid(True, axis="y", alpha=0.3)
     caption = (f"{title}: resident bytes per parameter of each buffer role (DeepSpeed's own attributes), "
-               "plus the RSS not explained by live tensors; the black tick is the RSS above the baseline.")
+               "then the rest of RSS named by memory mapping (hatched: not attributed); the black tick is the "
+               "RSS above the baseline.")
     if skipped:
         caption += " Not shown: " + "; ".join(skipped) + "."
     return Chart("budget", title, _png(fig), caption)

@@ -89,15 +89,24 @@ def budget_table(s: dict[str, Any]) -> Table | None:
         roles += [r for r in b["roles"] if r not in roles]
     for role in roles:
         t.rows.append([role, *[bpp(b["roles"].get(role)) for b in budgets]])
-    for key, label in (("live", "= live tensors"), ("rss_above_baseline", "RSS above baseline"),
-                       ("unexplained", "unexplained (RSS - live)"),
-                       ("glibc_free_retained", "  of which glibc free-retained"),
-                       ("malloc_trim_released", "malloc_trim(0) at end released"),
+    t.rows.append(["= live tensors", *[bpp(b.get("live_bytes_per_param")) for b in budgets]])
+    parts: list[str] = []
+    for b in budgets:
+        parts += [p for p in b.get("parts", {}) if p not in parts and p != "live tensors"]
+    for part in parts:
+        t.rows.append([f"+ {part}", *[bpp((b.get("parts", {}).get(part) or {}).get("bytes_per_param"))
+                                      for b in budgets]])
+    rows = (("not_attributed", "+ not attributed"), ("rss_above_baseline", "= RSS above baseline")) if parts else \
+        (("rss_above_baseline", "RSS above baseline"), ("unexplained", "unexplained (RSS - live)"))
+    for key, label in (*rows, ("malloc_trim_released", "malloc_trim(0) at end released"),
                        ("estimator", "DeepSpeed estimator (reference)")):
         values = [b.get(f"{key}_bytes_per_param") for b in budgets]
         if any(v is not None for v in values):
             t.rows.append([label, *[bpp(v) for v in values]])
-    t.note = "Roles from DeepSpeed's own attributes; resident pages read from /proc/self/pagemap."
+    t.note = ("Roles from DeepSpeed's own attributes; resident pages read from /proc/self/pagemap. "
+              + ("Other parts name the rest of RSS by memory mapping (/proc/self/smaps; glibc heaps walked "
+                 "chunk by chunk, free = resident pages of free chunks); 'not attributed' is what the RSS "
+                 "counter says beyond their sum." if parts else "No memory-map partition in this run."))
     return t
 
 

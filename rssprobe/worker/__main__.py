@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import census, glibc, procfs, training
+from . import census, glibc, memmap, procfs, training
 from .events import EventWriter, events_file
 from .interventions import REGISTRY, Context, Refused, parse
 from .native import NativeCapture
@@ -43,7 +43,7 @@ class Worker:
         self.events = EventWriter(run_dir / events_file(self.rank), self.rank)
         self.tracker = PeakTracker()
         self.native = NativeCapture(run_dir, bool(self.spec.get("memray")))
-        self.ctx = Context()
+        self.ctx = Context(run_dir=str(run_dir))
         self.torch: Any = None
         self.engine: Any = None
 
@@ -57,10 +57,14 @@ class Worker:
         self.events.emit("phase", name=name, **self.probe(smaps=True), **extra)
 
     def census(self, at: str) -> None:
-        if self.scenario["probes"]["census"]:
+        probes = self.scenario["probes"]
+        if probes["census"]:
             zero_opt = getattr(self.engine, "optimizer", None)
-            self.events.emit("census", at=at, rss=procfs.rss_bytes(), mallinfo=glibc.mallinfo2(),
-                             **census.take(zero_opt, self.torch))
+            rss, mallinfo = procfs.rss_bytes(), glibc.mallinfo2()
+            found, storages = census.take(zero_opt, self.torch)
+            parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR")) \
+                if probes["memmap"] else None
+            self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, **found)
 
     def run(self) -> None:
         self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)

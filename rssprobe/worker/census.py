@@ -4,13 +4,13 @@ Storages are deduplicated (views share one), roles come from DeepSpeed's own att
 (declared in data/roles.toml), and each storage is measured twice: the bytes it allocated
 and the bytes of it that are resident, read from /proc/self/pagemap. The difference
 matters: DeepSpeed's gradient buckets are `torch.empty` of reduce_bucket_size elements,
-mostly never touched, so allocated bytes would overstate RSS.
+mostly never touched, so allocated bytes would overstate RSS. Residency is judged by the
+memory-map partition's reader (memmap.Reader), so both count a tensor's bytes alike.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import warnings
 from collections.abc import Iterator
 from importlib import resources
@@ -18,9 +18,7 @@ from typing import Any
 
 import tomllib
 
-from .procfs import PAGE_SIZE
-
-_PRESENT = 1 << 63
+from .memmap import Reader
 
 
 def load_roles() -> list[tuple[str, list[str]]]:
@@ -53,32 +51,9 @@ def _storage_key(t: Any) -> tuple[int, int] | None:
         return None  # meta/sparse tensors have no host storage
 
 
-class _Pagemap:
-    """Counts resident bytes of an address range from /proc/self/pagemap."""
-
-    def __init__(self) -> None:
-        self.fd = os.open("/proc/self/pagemap", os.O_RDONLY)
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-    def resident(self, start: int, length: int) -> int:
-        if length <= 0 or start == 0:
-            return 0
-        end = start + length
-        first, last = start // PAGE_SIZE, (end - 1) // PAGE_SIZE
-        data = os.pread(self.fd, (last - first + 1) * 8, first * 8)
-        entries = memoryview(data).cast("Q")
-        total = 0
-        for i, entry in enumerate(entries):
-            if entry & _PRESENT:
-                page_start = (first + i) * PAGE_SIZE
-                total += min(end, page_start + PAGE_SIZE) - max(start, page_start)
-        return total
-
-
-def take(zero_optimizer: Any, torch_module: Any) -> dict[str, Any]:
-    """Role -> {allocated, resident, tensors} for all live CPU tensor storages."""
+def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+    """Role -> {allocated, resident, storages} for all live CPU tensor storages, and the
+    storages' (data_ptr, nbytes), which the memory-map partition needs."""
     Tensor = torch_module.Tensor
     storages: dict[tuple[int, int], str] = {}
     with warnings.catch_warnings():  # isinstance() on some deprecated torch objects warns
@@ -99,17 +74,18 @@ def take(zero_optimizer: Any, torch_module: Any) -> dict[str, Any]:
                         if key is not None and key[1] > 0:
                             storages[key] = role
     roles: dict[str, dict[str, int]] = {}
-    pagemap = _Pagemap()
+    reader = Reader()
     try:
         for (ptr, nbytes), role in storages.items():
             r = roles.setdefault(role, {"allocated": 0, "resident": 0, "storages": 0})
             r["allocated"] += nbytes
-            r["resident"] += pagemap.resident(ptr, nbytes)
+            r["resident"] += reader.resident(ptr, ptr + nbytes) if ptr else 0
             r["storages"] += 1
     finally:
-        pagemap.close()
-    return {
+        reader.close()
+    out = {
         "roles": roles,
         "allocated": sum(r["allocated"] for r in roles.values()),
         "resident": sum(r["resident"] for r in roles.values()),
     }
+    return out, list(storages)

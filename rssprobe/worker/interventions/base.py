@@ -24,6 +24,7 @@ class Context:
 
     params: int = 0
     step: int = 0  # 0 while deepspeed.initialize runs, then 1, 2, ...
+    run_dir: str = ""  # where an intervention may write files (nothing outside the run's room)
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def effect(self, name: str) -> dict[str, Any]:

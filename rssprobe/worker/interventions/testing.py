@@ -10,6 +10,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import mmap
+import os
+import threading
 from typing import Any
 
 from ..sites import replace_function, resolve
@@ -17,6 +19,7 @@ from .base import Context, Intervention, Refused
 
 INJECT = "testing.inject"
 LITTER = "testing.litter"
+HOLD = "testing.hold"
 
 _kept: list[Any] = []  # retained allocations live until the process ends
 
@@ -99,6 +102,88 @@ def apply_litter(ctx: Context, options: dict[str, str]) -> None:
     _wrap_site(LITTER, path, make)
 
 
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.pthread_self.restype = ctypes.c_ulong
+    libc.pthread_getattr_np.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+    libc.pthread_attr_getstack.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                           ctypes.POINTER(ctypes.c_size_t)]
+    libc.pthread_attr_destroy.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def _hold_stack(libc: ctypes.CDLL, size: int) -> None:
+    """A thread whose stack has `size` bytes touched, parked for good (blocked in the kernel)."""
+    touched = threading.Event()
+
+    def body() -> None:
+        attr = ctypes.create_string_buffer(128)  # pthread_attr_t is 56 bytes on x86_64
+        if libc.pthread_getattr_np(libc.pthread_self(), attr) == 0:
+            low, length = ctypes.c_void_p(), ctypes.c_size_t()
+            libc.pthread_attr_getstack(attr, ctypes.byref(low), ctypes.byref(length))
+            libc.pthread_attr_destroy(attr)
+            ctypes.memset(low.value, 1, size)  # the stack's far end, away from the frames in use
+        touched.set()
+        threading.Event().wait()
+
+    old = threading.stack_size(size + (4 << 20))
+    try:
+        threading.Thread(target=body, name="rssprobe-hold", daemon=True).start()
+    finally:
+        threading.stack_size(old)
+    touched.wait()
+
+
+def apply_hold(ctx: Context, options: dict[str, str]) -> None:
+    """Hold known amounts of memory of four kinds, each in the part that must name it."""
+    try:
+        path = options.get("site", "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer.__init__")
+        at_step = int(options.get("step", "0"))
+        mib = {k: int(options.get(f"{k}_mib", "0")) for k in ("anon", "stack", "malloc", "file")}
+    except ValueError as e:
+        raise Refused(f"{HOLD}: bad options {options} ({e})") from None
+    if any(v < 0 for v in mib.values()):
+        raise Refused(f"{HOLD}: sizes must not be negative: {options}")
+    effect = ctx.effect(HOLD)
+    effect.update(holds=0, **{f"{k}_bytes": 0 for k in mib})
+    libc = _libc()
+
+    def hold() -> None:
+        if mib["anon"]:
+            _kept.append(_touched_mmap(mib["anon"] << 20))
+        if mib["stack"]:
+            _hold_stack(libc, mib["stack"] << 20)
+        if mib["malloc"]:
+            chunk = 4096
+            for _ in range((mib["malloc"] << 20) // chunk):
+                p = libc.malloc(chunk)
+                ctypes.memset(p, 1, chunk)
+                _kept.append(p)
+        if mib["file"]:
+            path = os.path.join(ctx.run_dir, "testing-hold.bin")
+            with open(path, "wb") as f:
+                f.write(b"\1" * (mib["file"] << 20))
+            with open(path, "rb") as f:
+                mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            sum(mapped[o] for o in range(0, len(mapped), mmap.PAGESIZE))  # every page read: resident
+            _kept.append(mapped)
+        effect["holds"] += 1
+        for k, v in mib.items():
+            effect[f"{k}_bytes"] = v << 20
+
+    def make(fn: Any) -> Any:
+        def held(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            if ctx.step == at_step and effect["holds"] == 0:
+                hold()
+            return out
+        return held
+
+    _wrap_site(HOLD, path, make)
+
+
 INTERVENTIONS = [
     Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (touched) inside a site on "
                  "one step, kept (mode=retained) or freed before it returns (mode=transient)", apply_inject,
@@ -108,4 +193,9 @@ INTERVENTIONS = [
     Intervention(LITTER, "test only: leave MiB of free-but-retained glibc heap before every call of a site",
                  apply_litter, options={"site": "dotted path, default ZeRO _optimizer_step", "mib": "int, default 64"},
                  testing=True, counter="litters"),
+    Intervention(HOLD, "test only: after a site returns on one step, hold MiB of four kinds: a touched anonymous "
+                 "mmap, a parked thread's touched stack, 4 KiB mallocs, a file mapped and read",
+                 apply_hold, options={"site": "dotted path, default ZeRO optimizer __init__", "step": "default 0",
+                                      "anon_mib": "int", "stack_mib": "int", "malloc_mib": "int", "file_mib": "int"},
+                 testing=True, counter="holds"),
 ]

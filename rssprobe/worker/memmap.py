@@ -1,0 +1,429 @@
+"""Every resident byte of the process, named: a partition of RSS by memory mapping.
+
+At a census point the worker reads /proc/self/smaps and names each mapping's resident
+pages: live tensors (the census's storages, resident pages from pagemap), glibc's heaps
+walked chunk by chunk (in use but not a tensor; free and still resident), glibc's mmapped
+chunks (found by their headers), thread stacks, shared memory, file-backed pages by file,
+and what is left of anonymous memory. The parts add up to the mappings' RSS; the worker's
+RSS counter minus their sum is reported apart as "not attributed", never hidden.
+
+How free-but-retained bytes are measured: a glibc chunk is free when the PREV_INUSE bit
+of the chunk after it is clear (the top chunk is free too); its resident bytes are the
+bytes of it on pages that pagemap says are present, so pages a malloc_trim has returned
+(MADV_DONTNEED) do not count, unlike mallinfo2's fordblks. Chunks cached in tcache and
+fastbins keep PREV_INUSE set and count as in use, as glibc's own bins see them.
+
+Memory is read through /proc/self/mem (an unmapped or protected address is an error,
+never a crash) in small blocks, so the walk itself neither faults pages in nor moves
+glibc's dynamic mmap threshold with large transient buffers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import mmap
+import os
+import struct
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from .procfs import PAGE_SIZE
+
+HEAP_MAX_SIZE = 64 << 20  # glibc's non-main arena heaps are aligned to this (64-bit default)
+_BLOCK = 64 << 10  # bytes per read: below glibc's initial mmap threshold (128 KiB)
+_PRESENT = 1 << 63
+_OWNED = (1 << 61) | (1 << 56)  # pagemap: file page or shared-anon | mapped exclusively
+_MALLOC_STATE_SIZES = (2200, 2192, 2208, 2184, 2216)  # glibc 2.26-2.38 x86_64 and neighbours
+_HEAP_INFO_SIZES = (48, 32, 64)
+
+# part names: the vocabulary of the budget, the reports and the metrics (part.<name>)
+TENSORS = "live tensors"
+GLIBC_IN_USE = "glibc in use, not tensors"
+GLIBC_FREE = "glibc free, resident"
+GLIBC_UNWALKED = "glibc heap, not walked"
+PYMALLOC = "python objects (pymalloc pools)"
+STACKS = "thread stacks"
+ANON_OTHER = "anonymous, other"
+SHARED = "shared memory"
+FILE_TORCH_CPU = "file: libtorch_cpu.so"
+FILE_TORCH = "file: other torch libraries"
+FILE_OPS = "file: deepspeed ops"
+FILE_PYTHON = "file: python"
+FILE_OTHER = "file: other files"
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    perms: str
+    path: str
+    rss: int
+
+    @property
+    def anonymous(self) -> bool:
+        return self.path == "" or self.path.startswith("[anon")
+
+
+def read_smaps(path: str = "/proc/self/smaps") -> list[Mapping]:
+    """Every mapping with its Rss (bytes); read line by line through a small buffer."""
+    out: list[Mapping] = []
+    head: tuple[int, int, str, str] | None = None
+    rss = 0
+    with open(path, "rb", buffering=_BLOCK) as f:
+        for line in f:
+            if line[:4] == b"Rss:":
+                rss = int(line.split()[1]) * 1024
+            elif not line.split(b" ", 1)[0].endswith(b":"):  # a mapping's header line
+                if head is not None:
+                    out.append(Mapping(*head, rss))
+                fields = line.split(maxsplit=5)
+                lo, hi = fields[0].split(b"-")
+                name = fields[5].strip().decode(errors="replace") if len(fields) > 5 else ""
+                head, rss = (int(lo, 16), int(hi, 16), fields[1].decode(), name), 0
+    if head is not None:
+        out.append(Mapping(*head, rss))
+    return out
+
+
+def file_part(path: str, ops_dir: str | None) -> str:
+    """Which named group a file-backed mapping belongs to."""
+    name = os.path.basename(path.removesuffix(" (deleted)"))
+    if (ops_dir and path.startswith(ops_dir)) or "torch_extensions" in path:
+        return FILE_OPS
+    if name.startswith("libtorch_cpu"):
+        return FILE_TORCH_CPU
+    if "/torch/lib/" in path:
+        return FILE_TORCH
+    if name.startswith(("python", "libpython")) or "/lib-dynload/" in path:
+        return FILE_PYTHON
+    return FILE_OTHER
+
+
+def _is_shared(path: str) -> bool:
+    """POSIX and System V shared memory, memfds, and shared anonymous maps (shown as /dev/zero)."""
+    return path.startswith(("/dev/shm/", "/run/shm/", "/memfd:", "/SYSV", "/dev/zero"))
+
+
+def thread_stack_pointers() -> list[int]:
+    """Stack pointers of the threads blocked in the kernel (/proc/self/task/*/syscall)."""
+    out = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/syscall", "rb") as f:
+                fields = f.read().split()
+        except OSError:
+            continue
+        if len(fields) >= 3:  # "running" has no registers to read
+            try:
+                out.append(int(fields[-2], 16))
+            except ValueError:
+                continue
+    return out
+
+
+class Reader:
+    """Words of this process's memory and page residency, read into two fixed buffers.
+
+    The buffers are anonymous mmaps made once, so reading allocates nothing from glibc
+    while its heaps are walked. A page is resident when pagemap says present and it is a
+    file page or mapped by this process alone: the shared zero page that a read of
+    untouched anonymous memory maps is present but not RSS. Untouched pages are never
+    read (they read as zeros), so the walk does not map them.
+    """
+
+    def __init__(self) -> None:
+        self.mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+        self.pagemap = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+        self._buf = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._pm_buf = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._mem_at, self._mem_len = -1, 0
+        self._pm_at, self._pm_len = -1, 0
+
+    def close(self) -> None:
+        os.close(self.mem)
+        os.close(self.pagemap)
+        self._buf.close()
+        self._pm_buf.close()
+
+    def is_resident(self, page: int) -> bool:
+        per_block = _BLOCK // 8
+        if not 0 <= page - self._pm_at < self._pm_len:
+            base = page - page % per_block
+            self._pm_at, self._pm_len = base, os.preadv(self.pagemap, [self._pm_buf], base * 8) // 8
+            if page - base >= self._pm_len:
+                return False
+        entry = struct.unpack_from("<Q", self._pm_buf, (page - self._pm_at) * 8)[0]
+        return bool(entry & _PRESENT) and bool(entry & _OWNED)
+
+    def word(self, addr: int) -> int:
+        """The 8-byte word at addr (0 on a page never touched); OSError if it cannot be read."""
+        off = addr - self._mem_at
+        if off < 0 or off + 8 > self._mem_len:
+            page = addr // PAGE_SIZE
+            if not self.is_resident(page):
+                return 0
+            pages = 1
+            while pages < _BLOCK // PAGE_SIZE and self.is_resident(page + pages):
+                pages += 1
+            base = page * PAGE_SIZE
+            self._mem_at, self._mem_len = -1, 0
+            n = os.preadv(self.mem, [memoryview(self._buf)[:pages * PAGE_SIZE]], base)
+            self._mem_at, self._mem_len = base, n
+            off = addr - base
+            if off + 8 > n:
+                raise OSError(f"short read at {addr:#x}")
+        return struct.unpack_from("<Q", self._buf, off)[0]
+
+    def resident(self, start: int, end: int) -> int:
+        """Bytes of [start, end) that lie on resident pages."""
+        if end <= start:
+            return 0
+        total = 0
+        for page in range(start // PAGE_SIZE, (end - 1) // PAGE_SIZE + 1):
+            if self.is_resident(page):
+                total += min(end, (page + 1) * PAGE_SIZE) - max(start, page * PAGE_SIZE)
+        return total
+
+
+class _Ledger:
+    """Accumulates resident bytes per part; tensor ranges inside any range go to TENSORS."""
+
+    def __init__(self, reader: Reader, tensors: list[tuple[int, int]]) -> None:
+        self.reader = reader
+        self.tensors = tensors
+        self.starts = [t[0] for t in tensors]
+        self.parts: Counter[str] = Counter()
+
+    def account(self, start: int, end: int, part: str) -> None:
+        if end <= start:
+            return
+        total = self.reader.resident(start, end)
+        in_tensors = 0
+        i = max(0, bisect.bisect_right(self.starts, start) - 1)
+        while i < len(self.tensors) and self.tensors[i][0] < end:
+            lo, hi = max(start, self.tensors[i][0]), min(end, self.tensors[i][1])
+            if hi > lo:
+                in_tensors += self.reader.resident(lo, hi)
+            i += 1
+        self.parts[TENSORS] += in_tensors
+        self.parts[part] += total - in_tensors
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _walk_heap(ledger: _Ledger, first: int, top_end: int) -> bool:
+    """Account the chunks of one glibc heap from `first` to the end of its top chunk.
+
+    Streams the chain (no list of chunks: a large list would itself be a glibc
+    allocation). Accounts nothing and returns False if the chain of chunk sizes does not
+    land exactly on top_end: then this is not a heap laid out as assumed, or it changed
+    while it was read.
+    """
+    word = ledger.reader.word
+    saved = ledger.parts.copy()
+    p, run_start, run_used = first, first, None
+    try:
+        while p < top_end:
+            size = word(p + 8) & ~7
+            nxt = p + size
+            if size < 16 or nxt > top_end:
+                raise OSError("broken chain")
+            used = nxt < top_end and bool(word(nxt + 8) & 1)  # the top chunk is free
+            if used != run_used:
+                if run_used is not None:
+                    ledger.account(run_start, p, GLIBC_IN_USE if run_used else GLIBC_FREE)
+                run_start, run_used = p, used
+            p = nxt
+    except OSError:
+        ledger.parts = saved
+        return False
+    ledger.account(run_start, top_end, GLIBC_IN_USE if run_used else GLIBC_FREE)
+    return True
+
+
+def _main_heap_end() -> int | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.sbrk.restype = ctypes.c_void_p
+        libc.sbrk.argtypes = [ctypes.c_ssize_t]
+        return libc.sbrk(0)
+    except (OSError, AttributeError):
+        return None
+
+
+def _account_main_heap(ledger: _Ledger, m: Mapping, notes: list[str]) -> None:
+    end = _main_heap_end()
+    walked = end is not None and m.start < end <= m.end and (
+        _walk_heap(ledger, m.start, end)
+        or _walk_heap(ledger, m.start, end))  # once more: the heap moved while it was read
+    if not walked:
+        notes.append("[heap]: chunk walk failed; counted as not walked")
+        ledger.account(m.start, m.end, GLIBC_UNWALKED)
+        return
+    ledger.account(end, m.end, GLIBC_FREE)  # the page tail past the break
+
+
+def _arena_heap(reader: Reader, m: Mapping) -> tuple[int, int] | None:
+    """(first chunk, top end) if m is a glibc non-main arena heap, else None."""
+    if m.start % HEAP_MAX_SIZE or "rw" not in m.perms:
+        return None
+    try:
+        ar_ptr, _prev, size = reader.word(m.start), reader.word(m.start + 8), reader.word(m.start + 16)
+    except OSError:
+        return None
+    if not 0 < size <= HEAP_MAX_SIZE or size % PAGE_SIZE:
+        return None
+    top_end = m.start + size
+    if ar_ptr - m.start in _HEAP_INFO_SIZES:  # the arena's first heap: its malloc_state follows heap_info
+        candidates = [ar_ptr + s for s in _MALLOC_STATE_SIZES]
+    else:
+        candidates = [m.start + s for s in _HEAP_INFO_SIZES]
+    for c in candidates:
+        first = (c + 16 + 15) // 16 * 16 - 16  # chunk2mem(first) aligned to MALLOC_ALIGNMENT
+        if _chain_ends_at(reader, first, top_end):
+            return first, top_end
+    return None
+
+
+def _chain_ends_at(reader: Reader, first: int, end: int) -> bool:
+    p = first
+    try:
+        while p < end:
+            size = reader.word(p + 8) & ~7
+            if size < 16:
+                return False
+            p += size
+    except OSError:
+        return False
+    return p == end
+
+
+def _mmapped_chunk(reader: Reader, p: int, end: int) -> int:
+    """Size of the glibc mmapped chunk whose header starts at p, or 0.
+
+    Its header has IS_MMAPPED (0x2) set, PREV_INUSE and NON_MAIN_ARENA clear, and a
+    page-multiple size that fits what is left of the mapping.
+    """
+    field = reader.word(p + 8)
+    size = field & ~0x7
+    return size if field & 0x7 == 0x2 and size and not size % PAGE_SIZE and p + size <= end else 0
+
+
+def _pymalloc_pool(reader: Reader, p: int) -> int:
+    """Size of the CPython pymalloc pool whose header starts at p, or 0.
+
+    The header ends with four uints: arenaindex, szidx, nextoffset, maxnextoffset; a
+    pool of block size (szidx + 1) * 16 ends where maxnextoffset + block size says, so
+    the header names its own pool size (4 KiB, or 16 KiB since CPython 3.10).
+    """
+    if not reader.word(p + 16) or not reader.word(p + 24):  # nextpool, prevpool
+        return 0
+    szidx = reader.word(p + 32) >> 32
+    offsets = reader.word(p + 40)
+    nextoffset, maxnext = offsets & 0xFFFFFFFF, offsets >> 32
+    size = (szidx + 1) * 16
+    pool = maxnext + size
+    if szidx >= 64 or pool not in (4096, 16384) or p % pool or not 48 <= nextoffset <= pool:
+        return 0
+    return pool
+
+
+def _account_anonymous(ledger: _Ledger, m: Mapping, glibc: bool) -> None:
+    """An anonymous mapping: glibc mmapped chunks and pymalloc pools found by their headers.
+
+    The kernel merges adjacent anonymous mappings into one line, so headers are looked
+    for at every page that no chunk or pool already covers.
+    """
+    reader = ledger.reader
+    p, other_from = m.start, m.start
+    while p < m.end:
+        part, size = None, 0
+        try:
+            if glibc and (size := _mmapped_chunk(reader, p, m.end)):
+                part = GLIBC_IN_USE
+            elif (size := _pymalloc_pool(reader, p)) and p + size <= m.end:
+                part = PYMALLOC
+        except OSError:
+            part = None
+        if part is None:
+            p += PAGE_SIZE
+            continue
+        ledger.account(other_from, p, ANON_OTHER)
+        ledger.account(p, p + size, part)
+        p = other_from = p + size
+    ledger.account(other_from, m.end, ANON_OTHER)
+
+
+def partition(storages: list[tuple[int, int]], glibc: bool, ops_dir: str | None = None) -> dict[str, object]:
+    """Resident bytes per named part; `storages` are the census's (data_ptr, nbytes) pairs."""
+    t0 = time.perf_counter()
+    maps = read_smaps()
+    sps = thread_stack_pointers()
+    reader = Reader()
+    ledger = _Ledger(reader, _merge([(p, p + n) for p, n in storages if n > 0 and p]))
+    notes: list[str] = []
+    if not glibc:
+        notes.append("malloc is not glibc's: heaps and mmapped chunks are not walked (anonymous, other)")
+    try:
+        prev: Mapping | None = None
+        for m in maps:
+            if m.rss:
+                _account_mapping(ledger, m, prev, sps, glibc, ops_dir, notes)
+            prev = m
+    finally:
+        reader.close()
+    rss_after = int(open("/proc/self/statm", "rb").read().split()[1]) * PAGE_SIZE
+    return {"parts": {k: v for k, v in ledger.parts.items() if v}, "mappings_rss": sum(m.rss for m in maps),
+            "rss_after": rss_after, "mappings": len(maps), "time_s": time.perf_counter() - t0, "notes": notes}
+
+
+def _account_mapping(ledger: _Ledger, m: Mapping, prev: Mapping | None, sps: list[int], glibc: bool,
+                     ops_dir: str | None, notes: list[str]) -> None:
+    if m.path == "[heap]":
+        if glibc:
+            _account_main_heap(ledger, m, notes)
+        else:
+            ledger.account(m.start, m.end, ANON_OTHER)
+    elif m.path == "[stack]":
+        ledger.parts[STACKS] += m.rss
+    elif _is_shared(m.path):
+        ledger.account(m.start, m.end, SHARED)
+    elif m.path.startswith("/"):
+        ledger.account(m.start, m.end, file_part(m.path, ops_dir))
+    elif not m.anonymous:  # [vdso], [vvar], [vsyscall]: the kernel's own pages
+        ledger.parts[ANON_OTHER] += m.rss
+    elif glibc and (heap := _arena_heap(ledger.reader, m)) is not None:
+        first, top_end = heap
+        if _walk_heap(ledger, first, top_end):
+            ledger.account(m.start, first, GLIBC_IN_USE)  # heap_info and malloc_state: allocator metadata
+            ledger.account(top_end, m.end, GLIBC_FREE)
+        else:
+            notes.append(f"arena heap at {m.start:#x}: chunk walk failed; counted as not walked")
+            ledger.account(m.start, m.end, GLIBC_UNWALKED)
+    elif _is_stack(m, prev, sps):
+        ledger.account(m.start, m.end, STACKS)
+    else:
+        _account_anonymous(ledger, m, glibc)
+
+
+def _is_stack(m: Mapping, prev: Mapping | None, sps: list[int]) -> bool:
+    """A thread's stack: it holds a blocked thread's stack pointer, or sits on a guard page."""
+    if any(m.start <= sp < m.end for sp in sps):
+        return True
+    return (prev is not None and prev.end == m.start and prev.anonymous and prev.perms.startswith("---")
+            and prev.end - prev.start <= 1 << 20 and m.perms.startswith("rw"))
