@@ -6,7 +6,8 @@ hits both alike, and prints ratios of medians:
   - steady step time, probes on / off (the target is <= 1.02);
   - the probes' resident memory: RSS of the worker's probe modules once imported, and the
     difference in end-of-run RSS (on - off) with glibc's mmap threshold fixed, so that
-    glibc retention noise does not swamp a few MiB.
+    glibc retention noise does not swamp a few MiB;
+  - what one memory-map partition costs (it runs at census points only, never per step).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def main(scenario_ref: str, repeat: int, steps: int) -> None:
     times: dict[str, list[float]] = {"on": [], "off": []}
     probe_share: list[float] = []  # the sites' own measured time / step time, in the "on" runs
     end_rss: dict[str, list[float]] = {"on": [], "off": []}
+    memmap_s: list[float] = []  # one memory-map partition, per census point
+    mappings: list[int] = []
     with tempfile.TemporaryDirectory(prefix="rssprobe-bench-") as tmp, Progress() as progress:
         task = progress.add_task("bench runs (probes on / off, interleaved)", total=2 * repeat)
         for i in range(repeat):
@@ -75,6 +78,9 @@ def main(scenario_ref: str, repeat: int, steps: int) -> None:
                 times[mode] += [e["time_s"] for e in s.steps[1:]]
                 if mode == "on":
                     probe_share += [e["probe_s"] / e["time_s"] for e in s.steps[1:]]
+                    partitions = [c["memmap"] for c in s.census.values() if c.get("memmap")]
+                    memmap_s += [m["time_s"] for m in partitions]
+                    mappings += [m["mappings"] for m in partitions]
                 end_rss[mode].append(s.steps[-1]["rss"])
                 progress.advance(task)
     t_on, t_off = statistics.median(times["on"]), statistics.median(times["off"])
@@ -88,6 +94,9 @@ def main(scenario_ref: str, repeat: int, steps: int) -> None:
                        f"{statistics.median(end_rss['off']) / 2**20:.1f}", f"{rss_delta / 2**20:+.1f} MiB"])
     table.rows.append(["probe code imported after torch + DeepSpeed (MiB)", f"{probe_import_bytes() / 2**20:.2f}",
                        "-", "-"])
+    if memmap_s:
+        table.rows.append([f"memory-map partition per census (s; median {statistics.median(mappings):.0f} mappings)",
+                           f"{statistics.median(memmap_s):.3f}", "-", f"max {max(memmap_s):.3f}"])
     table.note = "Step time is measured inside the worker around forward+backward+step; targets: <= 1.02, <= 5 MiB."
     terminal.render([], [table], Console())
 

@@ -141,15 +141,15 @@ class Reader:
     def __init__(self) -> None:
         self.mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
         self.pagemap = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
-        self._buf = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.buffer = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self._pm_buf = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self._mem_at, self._mem_len = -1, 0
+        self.block_at, self.block_len = -1, 0
         self._pm_at, self._pm_len = -1, 0
 
     def close(self) -> None:
         os.close(self.mem)
         os.close(self.pagemap)
-        self._buf.close()
+        self.buffer.close()
         self._pm_buf.close()
 
     def is_resident(self, page: int) -> bool:
@@ -164,8 +164,8 @@ class Reader:
 
     def word(self, addr: int) -> int:
         """The 8-byte word at addr (0 on a page never touched); OSError if it cannot be read."""
-        off = addr - self._mem_at
-        if off < 0 or off + 8 > self._mem_len:
+        off = addr - self.block_at
+        if off < 0 or off + 8 > self.block_len:
             page = addr // PAGE_SIZE
             if not self.is_resident(page):
                 return 0
@@ -173,13 +173,13 @@ class Reader:
             while pages < _BLOCK // PAGE_SIZE and self.is_resident(page + pages):
                 pages += 1
             base = page * PAGE_SIZE
-            self._mem_at, self._mem_len = -1, 0
-            n = os.preadv(self.mem, [memoryview(self._buf)[:pages * PAGE_SIZE]], base)
-            self._mem_at, self._mem_len = base, n
+            self.block_at, self.block_len = -1, 0
+            n = os.preadv(self.mem, [memoryview(self.buffer)[:pages * PAGE_SIZE]], base)
+            self.block_at, self.block_len = base, n
             off = addr - base
             if off + 8 > n:
                 raise OSError(f"short read at {addr:#x}")
-        return struct.unpack_from("<Q", self._buf, off)[0]
+        return struct.unpack_from("<Q", self.buffer, off)[0]
 
     def resident(self, start: int, end: int) -> int:
         """Bytes of [start, end) that lie on resident pages."""
@@ -234,16 +234,22 @@ def _walk_heap(ledger: _Ledger, first: int, top_end: int) -> bool:
     land exactly on top_end: then this is not a heap laid out as assumed, or it changed
     while it was read.
     """
-    word = ledger.reader.word
+    reader = ledger.reader
+    unpack, buf = struct.unpack_from, reader.buffer
     saved = ledger.parts.copy()
     p, run_start, run_used = first, first, None
     try:
+        field = reader.word(p + 8)
         while p < top_end:
-            size = word(p + 8) & ~7
+            size = field & ~7
             nxt = p + size
             if size < 16 or nxt > top_end:
                 raise OSError("broken chain")
-            used = nxt < top_end and bool(word(nxt + 8) & 1)  # the top chunk is free
+            used = False  # the top chunk is free
+            if nxt < top_end:  # each header is read once: its PREV_INUSE bit is the status of the chunk before
+                off = nxt + 8 - reader.block_at
+                field = unpack("<Q", buf, off)[0] if 0 <= off <= reader.block_len - 8 else reader.word(nxt + 8)
+                used = bool(field & 1)
             if used != run_used:
                 if run_used is not None:
                     ledger.account(run_start, p, GLIBC_IN_USE if run_used else GLIBC_FREE)
