@@ -152,7 +152,9 @@ class Summary:
             parts[name] = {"bytes": delta, "bytes_per_param": self.bpp(delta)}
         above = now["rss_after"] - then["rss_after"]
         rest = above - sum(p["bytes"] for p in parts.values())
-        return {"parts": parts, "parts_rss_above_baseline_bytes": above, "not_attributed_bytes": rest,
+        counts = {f"{k}_added": census[k] - base[k] for k in ("python_objects", "python_modules")
+                  if k in census and k in base}
+        return {"parts": parts, "parts_rss_above_baseline_bytes": above, "not_attributed_bytes": rest, **counts,
                 "not_attributed_bytes_per_param": self.bpp(rest), "memmap_notes": now.get("notes", [])}
 
     # ---- sites --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ memory-map partition's reader (memmap.Reader), so both count a tensor's bytes al
 from __future__ import annotations
 
 import gc
+import sys
 import warnings
 from collections.abc import Iterator
 from importlib import resources
@@ -58,7 +59,10 @@ def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[t
     storages: dict[tuple[int, int], str] = {}
     with warnings.catch_warnings():  # isinstance() on some deprecated torch objects warns
         warnings.simplefilter("ignore")
-        tensors = [obj for obj in gc.get_objects() if isinstance(obj, Tensor)]
+        tracked = gc.get_objects()
+        tensors = [obj for obj in tracked if isinstance(obj, Tensor)]
+        python_objects = len(tracked)
+        del tracked
     for obj in tensors:
         if obj.device.type == "cpu":
             key = _storage_key(obj)
@@ -84,6 +88,8 @@ def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[t
     finally:
         reader.close()
     out = {
+        "python_objects": python_objects,  # gc-tracked objects: what the pymalloc part is made of
+        "python_modules": len(sys.modules),
         "roles": roles,
         "allocated": sum(r["allocated"] for r in roles.values()),
         "resident": sum(r["resident"] for r in roles.values()),
