@@ -171,7 +171,7 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     Positive and negative segments stack away from zero separately, so a negative segment
     (less resident than at the baseline) cannot hide a positive one.
     """
-    title = "Live-buffer budget at the end of the run"
+    title = "RSS above baseline at the end of the run, by part"
     with_budget = [s for s in summaries if s.get("budget")]
     skipped = [f"{run_name(s)}: no live-buffer census at 'end'" for s in summaries if not s.get("budget")]
     roles: list[str] = []
