@@ -107,6 +107,9 @@ def budget_table(s: dict[str, Any]) -> Table | None:
               + ("Other parts name the rest of RSS by memory mapping (/proc/self/smaps; glibc heaps walked "
                  "chunk by chunk, free = resident pages of free chunks); 'not attributed' is what the RSS "
                  "counter says beyond their sum." if parts else "No memory-map partition in this run."))
+    notes = sorted({n for b in budgets for n in b.get("memmap_notes", [])})
+    if notes:
+        t.note += " Not told apart: " + "; ".join(notes) + "."
     return t
 
 
