@@ -1,0 +1,55 @@
+"""rssprobe scale: the scenario at several model sizes; every figure fitted as fixed + slope x params."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import scale
+from .env import python_options, say
+from .run import build_request, execute_group
+from .show import FORMATS, print_scale
+
+
+@click.command("scale")
+@click.argument("scenario_ref", metavar="SCENARIO")
+@click.option("--params", "params_text", required=True, metavar="N,N[,N...]",
+              help="Model sizes in parameters, e.g. 4e6,16e6,64e6 (sets model.params; at least 2 distinct).")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1), help="Fresh runs per size.")
+@click.option("--steps", type=int, help="Shortcut for --set steps=N.")
+@click.option("--world-size", type=int, help="Ranks on this machine (torchrun); shortcut for --set world_size=N.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@click.option("--baseline", is_flag=True, help="Apply no patch (the default).")
+@click.option("--patched", is_flag=True, help="Apply the scenario's declared patch set (default pr8132).")
+@click.option("--patch", "patches", multiple=True, metavar="NAME", help="Apply an intervention (repeatable).")
+@click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
+              help="Unified diff against the installed deepspeed/torch, applied to an overlay (repeatable).")
+@click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"]))
+@click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob, e.g. MALLOC_ARENA_MAX=2.")
+@click.option("--label", help="Name the runs (default: baseline, patched or the patch names).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Scale directory (default reports/scale/<scenario>-<label>-<hash>); rerunning resumes it.")
+@click.option("--fresh", is_flag=True, help="Start the scale directory over instead of reusing finished sizes.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", help="Format of the final fit.")
+@python_options
+def command(scenario_ref: str, params_text: str, repeat: int, steps: int | None, world_size: int | None,
+            overrides: tuple[str, ...], baseline: bool, patched: bool, patches: tuple[str, ...],
+            patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
+            out: Path | None, fresh: bool, fmt: str, env_ref: str | None, python: str | None) -> None:
+    """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params."""
+    sizes = scale.parse_sizes(params_text)
+    sets = [*overrides, *([f"steps={steps}"] if steps is not None else []),
+            *([f"world_size={world_size}"] if world_size is not None else []), "probes.trim_at_end=true"]
+    scens = scale.size_scenarios(scenario_ref, sets, sizes)
+    req = build_request(scenario_ref, sets, baseline, patched, patches, patch_files, allocator, malloc_env, label,
+                        env_ref, python)
+    definition = {"scenario": scenario_ref, "sizes": sorted(sizes), "repeat": repeat, "sets": sets,
+                  "label": req.label, "patches": req.patches, "patch_files": [str(p) for p in patch_files],
+                  "allocator": allocator, "malloc_env": req.malloc_env, "python": req.python}
+    directory = out or scale.default_dir(req.scenario.name, req.label, definition)
+    interrupted = scale.run(directory, definition, req, scens, repeat, execute_group, fresh, say)
+    print_scale(str(directory), fmt)
+    say(f"scale directory: {directory}")
+    sys.exit(130 if interrupted else 0)
