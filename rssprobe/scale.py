@@ -154,6 +154,14 @@ class Sweep:
     def fits(self) -> list[fitting.Fit]:
         return fitting.fit_all(self.points)
 
+    def series(self, figure: str) -> list[tuple[int, float]]:
+        """(params, bytes above the baseline) of each finished run that has the figure."""
+        return [(p, metrics[figure] * p) for p, metrics in self.points if figure in metrics]
+
+    def runs(self) -> list[storage.RunDir]:
+        """Every run of every size, finished or not."""
+        return [r for _p, g in self.scale.groups() if (g / storage.GROUP).is_file() for r in storage.GroupDir(g).runs()]
+
     def as_dict(self) -> dict[str, Any]:
         return {"scale": str(self.scale.path), **self.info, "sizes_run": self.sizes, "problems": self.problems,
                 "runs_in_fit": len(self.points), "fit": [fit_row(f) for f in self.fits()]}

@@ -162,6 +162,18 @@ def test_diff_and_gate_of_two_scale_directories(tmp_path: Path) -> None:
     assert mixed.returncode == 2 and "not a scale directory" in mixed.stderr
 
 
+def test_report_plots_each_headline_figure_against_size_with_its_line(tmp_path: Path) -> None:
+    a = fake_sweep(tmp_path, "a", slope=20, fixed=64 * MIB)
+    b = fake_sweep(tmp_path, "b", slope=21, fixed=64 * MIB)
+    out = tmp_path / "report"
+    rssprobe("report", str(a), str(b), "--out", str(out), check=True)
+    page = (out / "report.html").read_text()
+    assert "steady.rss against model size" in page and "peak against model size" in page
+    assert (out / "fit-steady-rss.png").stat().st_size > 10_000
+    assert "size sweep baseline" in page and "20.00 ± 0.00" in page  # the fit table of each sweep
+    assert page.count('<section class="run') == 2 + 6  # two fit sections, then the six member runs
+
+
 @pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b"{not json", b"[1, 2]", b'{"groups": [{"dir": "x"}]}',
                                      b'{"groups": [{"params": 1, "dir": "../../etc"}]}'])
 def test_a_damaged_scale_json_is_one_line_and_exit_2(tmp_path: Path, content: bytes) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.compare import HEADLINE
+from . import html, plots
 from .diffviews import MARK
 from .views import Table
 
@@ -107,3 +108,17 @@ def verdict_line(r: dict[str, Any]) -> str:
              for c in r["comparisons"] if c["gated"] for part, d in (("slope", c["slope"]), ("fixed", c["fixed"]))
              if d["verdict"] in ("regression", "improvement")]
     return f"verdict: {r['verdict'].upper()}" + (f" ({'; '.join(moved)})" if moved else "")
+
+
+def report_parts(sweeps: list[Any]) -> tuple[list[html.Section], list[plots.Chart]]:
+    """For `rssprobe report SCALEDIR...`: one fit section per sweep, one chart per headline figure."""
+    sections, series = [], []
+    for sweep in sweeps:  # scale.Sweep
+        data = sweep.as_dict()
+        head = {"run": sweep.scale.id, "label": f"size sweep {data.get('label')}", "status": "ok",
+                "scenario": data.get("scenario_name")}
+        sections.append(html.Section(head, header_lines(data), [fit_table(data), sizes_table(data)]))
+        series.append(plots.SweepSeries(f"{sweep.scale.id} [{data.get('label')}]",
+                                        {f: sweep.series(f) for f in plots.FIT_FIGURES},
+                                        {f.figure: f for f in sweep.fits()}))
+    return sections, [plots.fit_chart(figure, series) for figure in plots.FIT_FIGURES] if series else []
