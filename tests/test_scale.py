@@ -283,35 +283,25 @@ def _delta(result: dict[str, Any], figure: str) -> dict[str, Any]:
     return next(c for c in result["comparisons"] if c["figure"] == figure)
 
 
-def _gate(sweeps: dict[str, Path], candidate: str) -> tuple[int, dict[str, Any]]:
+@pytest.mark.parametrize(("candidate", "slope_delta", "fixed_delta", "moved", "kept"), [
+    ("per_param", 1.0, 0.0, "slope", "fixed"),  # 1 B/param: slope +1, fixed unchanged
+    ("fixed", 0.0, FIXED_MIB * MIB, "fixed", "slope"),  # 32 MiB whatever the size: fixed +32, slope unchanged
+])
+def test_known_answers_slope_and_fixed_apart(sweeps: dict[str, Path], candidate: str, slope_delta: float,
+                                             fixed_delta: float, moved: str, kept: str) -> None:
     proc = rssprobe("gate", "--reference", str(sweeps["base"]), "--candidate", str(sweeps[candidate]),
                     "--format", "json")
-    return proc.returncode, json.loads(proc.stdout)
-
-
-def test_one_byte_per_param_is_slope_plus_one_and_fixed_unchanged(sweeps: dict[str, Path]) -> None:
-    code, result = _gate(sweeps, "per_param")
+    result = json.loads(proc.stdout)
     row = _delta(result, FIGURE)
     slope, fixed = row["slope"], row["fixed"]
-    assert abs(slope["delta"] - 1) <= SLOPE_TOL, slope
+    assert abs(slope["delta"] - slope_delta) <= SLOPE_TOL, slope
+    assert abs(fixed["delta"] - fixed_delta) <= FIXED_TOL, fixed
     assert slope["interval"] is not None and slope["interval"] <= SLOPE_TOL
-    assert abs(fixed["delta"]) <= FIXED_TOL, fixed
-    # the gate's own figures: a per-parameter regression, and the fixed part not called
-    trimmed = _delta(result, "budget.rss_after_trim_above_baseline")
-    assert trimmed["slope"]["verdict"] == "regression" and trimmed["fixed"]["verdict"] == "same"
-    assert code == 1 and result["verdict"] == "regression"
-
-
-def test_a_fixed_32_mib_is_fixed_plus_32_and_slope_unchanged(sweeps: dict[str, Path]) -> None:
-    code, result = _gate(sweeps, "fixed")
-    row = _delta(result, FIGURE)
-    slope, fixed = row["slope"], row["fixed"]
-    assert abs(fixed["delta"] - FIXED_MIB * MIB) <= FIXED_TOL, fixed
     assert fixed["interval"] is not None and fixed["interval"] <= FIXED_TOL
-    assert abs(slope["delta"]) <= SLOPE_TOL, slope
+    # the gate's own (default, gated) figures: the part that moved is a regression, the other is not called
     trimmed = _delta(result, "budget.rss_after_trim_above_baseline")
-    assert trimmed["fixed"]["verdict"] == "regression" and trimmed["slope"]["verdict"] == "same"
-    assert code == 1 and result["verdict"] == "regression"
+    assert trimmed[moved]["verdict"] == "regression" and trimmed[kept]["verdict"] == "same"
+    assert proc.returncode == 1 and result["verdict"] == "regression"
 
 
 def test_a_real_sweep_shows_and_reruns_without_training(sweeps: dict[str, Path]) -> None:

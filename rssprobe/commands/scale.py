@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from .. import scale
-from .env import python_options, say
+from . import run
+from .env import say
 from .run import build_request, execute_group
 from .show import FORMATS, print_scale
 
@@ -17,23 +18,10 @@ from .show import FORMATS, print_scale
 @click.argument("scenario_ref", metavar="SCENARIO")
 @click.option("--params", "params_text", required=True, metavar="N,N[,N...]",
               help="Model sizes in parameters, e.g. 4e6,16e6,64e6 (sets model.params; at least 2 distinct).")
-@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1), help="Fresh runs per size.")
-@click.option("--steps", type=int, help="Shortcut for --set steps=N.")
-@click.option("--world-size", type=int, help="Ranks on this machine (torchrun); shortcut for --set world_size=N.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
-@click.option("--baseline", is_flag=True, help="Apply no patch (the default).")
-@click.option("--patched", is_flag=True, help="Apply the scenario's declared patch set (default pr8132).")
-@click.option("--patch", "patches", multiple=True, metavar="NAME", help="Apply an intervention (repeatable).")
-@click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
-              help="Unified diff against the installed deepspeed/torch, applied to an overlay (repeatable).")
-@click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"]))
-@click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help="glibc knob, e.g. MALLOC_ARENA_MAX=2.")
-@click.option("--label", help="Name the runs (default: baseline, patched or the patch names).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Scale directory (default reports/scale/<scenario>-<label>-<hash>); rerunning resumes it.")
 @click.option("--fresh", is_flag=True, help="Start the scale directory over instead of reusing finished sizes.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", help="Format of the final fit.")
-@python_options
 def command(scenario_ref: str, params_text: str, repeat: int, steps: int | None, world_size: int | None,
             overrides: tuple[str, ...], baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
@@ -53,3 +41,11 @@ def command(scenario_ref: str, params_text: str, repeat: int, steps: int | None,
     print_scale(str(directory), fmt)
     say(f"scale directory: {directory}")
     sys.exit(130 if interrupted else 0)
+
+
+# The options `run` takes, taken from it (one definition): model and probe settings, patches,
+# allocator, glibc knobs, label, repeats (per size), worker Python.
+SHARED = ("steps", "world_size", "overrides", "baseline", "patched", "patches", "patch_files", "allocator",
+          "malloc_env", "label", "repeat", "env_ref", "python")
+_after = next(i for i, p in enumerate(command.params) if p.name == "params_text") + 1
+command.params[_after:_after] = [p for p in run.command.params if p.name in SHARED]
