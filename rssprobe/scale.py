@@ -132,7 +132,11 @@ class Sweep:
             runs = storage.GroupDir(group).runs() if (group / storage.GROUP).is_file() else []
             ok = 0
             for run in runs:
-                summary = Summary(run)
+                try:
+                    summary = Summary(run)
+                except UserError as e:  # a damaged run is left out, not the whole sweep
+                    sweep.problems.append(f"{group.name}/{run.id}: unreadable ({e}); kept out of the fit")
+                    continue
                 status = summary.manifest.get("status")
                 if status == "ok" and summary.params:
                     sweep.points.append((summary.params, summary.metrics()))
@@ -214,7 +218,7 @@ def run(directory: Path, definition: dict[str, Any], base: launcher.RunRequest, 
             shutil.rmtree(group)  # an unfinished group: run it whole again
         say(f"sweep {directory.name}: {where}, runs {k * repeat + 1}-{(k + 1) * repeat} of {total}")
         req = dataclasses.replace(base, scenario=scen, out=group)
-        _group, statuses = run_group(req, repeat, show=False, title=f"{scen.name} [{base.label}] {where}")
+        _group, statuses = run_group(req, repeat, show=False, title=f"{scen.name} {base.label}, {where}")
         if "interrupted" in statuses:
             return True
     return False

@@ -141,6 +141,10 @@ def test_failed_runs_are_kept_out_of_the_fit_and_named(tmp_path: Path) -> None:
     rows = {r["figure"]: r for r in data["fit"]}
     assert rows["end.rss"]["dof"] == 0 and rows["end.rss"]["slope_interval_bytes_per_param"] is None
     assert "no interval" in rssprobe("show", str(d), check=True).stdout
+    (d / scale.group_name(4_000_000) / "run-01" / "manifest.json").write_text("{torn")  # a damaged run
+    data = show_json(d)
+    assert data["runs_in_fit"] == 1 and any("run-01: unreadable" in p for p in data["problems"])
+    assert "fewer than 2 sizes have a finished run: nothing to fit" in data["problems"] and data["fit"] == []
 
 
 def test_diff_and_gate_of_two_scale_directories(tmp_path: Path) -> None:
