@@ -184,6 +184,15 @@ RunGroup = Callable[..., tuple[storage.GroupDir, list[str]]]  # commands' execut
 Say = Callable[[str], None]
 
 
+def definition(req: launcher.RunRequest, sizes: list[float], repeat: int, sets: list[str]) -> dict[str, Any]:
+    """What makes two scale commands the same sweep (a patch file by its content, not only its name)."""
+    files = [f"{p}:{hashlib.sha1(p.read_bytes()).hexdigest()[:12] if p.is_file() else 'missing'}"
+             for p in req.patch_files]
+    return {"scenario": req.scenario_ref, "sizes": sorted(sizes), "repeat": repeat, "sets": sets, "label": req.label,
+            "patches": req.patches, "patch_files": files, "allocator": req.allocator, "malloc_env": req.malloc_env,
+            "python": req.python}
+
+
 def open_dir(directory: Path, definition: dict[str, Any], fresh: bool) -> None:
     """Refuse a directory made by another sweep (or by something else); --fresh empties a scale directory."""
     if directory.exists() and any(directory.iterdir()):

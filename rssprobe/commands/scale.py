@@ -33,14 +33,12 @@ def command(scenario_ref: str, params_text: str, repeat: int, steps: int | None,
     scens = scale.size_scenarios(scenario_ref, sets, sizes)
     req = build_request(scenario_ref, sets, baseline, patched, patches, patch_files, allocator, malloc_env, label,
                         env_ref, python)
-    definition = {"scenario": scenario_ref, "sizes": sorted(sizes), "repeat": repeat, "sets": sets,
-                  "label": req.label, "patches": req.patches, "patch_files": [str(p) for p in patch_files],
-                  "allocator": allocator, "malloc_env": req.malloc_env, "python": req.python}
+    definition = scale.definition(req, sizes, repeat, sets)
     directory = out or scale.default_dir(req.scenario.name, req.label, definition)
     interrupted = scale.run(directory, definition, req, scens, repeat, execute_group, fresh, say)
-    print_scale(str(directory), fmt)
+    problems = print_scale(str(directory), fmt)["problems"]
     say(f"scale directory: {directory}")
-    sys.exit(130 if interrupted else 0)
+    sys.exit(130 if interrupted else 1 if problems else 0)
 
 
 # The options `run` takes, taken from it (one definition): model and probe settings, patches,

@@ -24,11 +24,12 @@ def emit(fmt: str, data: object, lines: list[str], tables: list[views.Table], al
         terminal.render(lines, tables, alarm=alarm)
 
 
-def print_scale(ref: str, fmt: str, all_sites: bool = False) -> None:
-    """A scale directory: the fit of every figure over the sweep's sizes."""
+def print_scale(ref: str, fmt: str, all_sites: bool = False) -> dict:
+    """A scale directory: the fit of every figure over the sweep's sizes (returned as shown in JSON)."""
     data = scale.Sweep.load(ref).as_dict()
     tables = [scaleviews.fit_table(data, all_sites or fmt in ("csv", "json")), scaleviews.sizes_table(data)]
     emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]))
+    return data
 
 
 def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bool = False,
