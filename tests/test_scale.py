@@ -151,13 +151,15 @@ def test_diff_and_gate_of_two_scale_directories(tmp_path: Path) -> None:
     a = fake_sweep(tmp_path, "a", slope=20, fixed=64 * MIB, repeat=2)
     b = fake_sweep(tmp_path, "b", slope=20, fixed=164 * MIB, repeat=2)
     proc = rssprobe("gate", "--reference", str(a), "--candidate", str(b), "--format", "json",
-                    "--metric", "end.rss", "--junit", str(tmp_path / "j.xml"))
+                    "--metric", "end.rss", "--junit", str(tmp_path / "j.xml"),
+                    env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     row = next(c for c in result["comparisons"] if c["figure"] == "end.rss")
     assert row["slope"]["verdict"] == "same" and row["fixed"]["verdict"] == "regression"
     assert row["fixed"]["delta"] == pytest.approx(100 * MIB, rel=1e-3)
     assert "end.rss fixed" in (tmp_path / "j.xml").read_text()
+    assert "verdict: REGRESSION" in (tmp_path / "summary.md").read_text()
     same = rssprobe("gate", "--reference", str(a), "--candidate", str(a), "--metric", "end.rss")
     assert same.returncode == 0, same.stdout + same.stderr
     text = rssprobe("diff", str(a), str(b), "--metric", "end.rss", check=True).stdout

@@ -44,8 +44,9 @@ def render(result: dict, fmt: str, all_sites: bool = False) -> None:
         emit(fmt, result, lines, tables, alarm=result["verdict"] in ("regression", "undecided"))
 
 
-def render_scale(result: dict, fmt: str, all_sites: bool = False) -> None:
-    """Two size sweeps: slope and fixed part of every figure, each with its own verdict."""
+def render_scale(result: dict, fmt: str, all_sites: bool = False) -> tuple[list[str], list]:
+    """Two size sweeps: slope and fixed part of every figure, each with its own verdict; (lines, tables) shown."""
     lines = [*scaleviews.diff_header_lines(result), scaleviews.verdict_line(result)]
     tables = [scaleviews.diff_table(result, all_sites or fmt in ("json", "csv"))]
     emit(fmt, result, lines, tables, alarm=result["verdict"] in ("regression", "undecided"))
+    return lines, tables

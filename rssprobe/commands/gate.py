@@ -94,7 +94,7 @@ def command(scenario_ref: str | None, scenario_opt: str | None, reference: str |
         cases = [(c.metric, c.verdict, c.reason) for c in checks]
     elif reference and candidate and (scale.ScaleDir.is_scale(reference) or scale.ScaleDir.is_scale(candidate)):
         result = scale.compare(reference, candidate, tuple(metrics) or GATED, threshold, force=force).as_dict()
-        render_scale(result, fmt)
+        _publish(markdown.render(*render_scale(result, fmt)))
         verdict = result["verdict"]
         cases = [(f"{c['figure']} {part}", c[part]["verdict"], c[part]["reason"])
                  for c in result["comparisons"] for part in ("slope", "fixed")]
