@@ -106,6 +106,9 @@ class ScaleDir:
         for g in groups:
             if Path(g["dir"]).is_absolute() or ".." in Path(g["dir"]).parts:
                 raise UserError(f"{path}: damaged (group dir {g['dir']!r} is outside the scale directory)")
+        repeat = data.get("repeat", 1)
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+            raise UserError(f"{path}: damaged (repeat {repeat!r} is not a count of runs)")
         return data
 
     def groups(self) -> list[tuple[int, Path]]:
@@ -214,7 +217,8 @@ def run(directory: Path, definition: dict[str, Any], base: launcher.RunRequest, 
             "sizes": definition["sizes"], "params": [g["params"] for g in groups], "repeat": repeat,
             "options": {k: v for k, v in definition.items() if k not in ("scenario", "sizes", "repeat")},
             "definition": definition, "command": base.command, "groups": groups,
-            "created": (ScaleDir(directory).info()["created"] if ScaleDir.is_scale(directory) else storage.now_iso())}
+            "created": (ScaleDir(directory).info().get("created") if ScaleDir.is_scale(directory) else None)
+            or storage.now_iso()}
     storage.write_json_atomic(directory / INDEX, info)
     total = len(scens) * repeat
     for k, scen in enumerate(scens):

@@ -185,7 +185,8 @@ def test_report_plots_each_headline_figure_against_size_with_its_line(tmp_path: 
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b"{not json", b"[1, 2]", b'{"groups": [{"dir": "x"}]}',
-                                     b'{"groups": [{"params": 1, "dir": "../../etc"}]}'])
+                                     b'{"groups": [{"params": 1, "dir": "../../etc"}]}',
+                                     b'{"groups": [], "repeat": "x"}'])
 def test_a_damaged_scale_json_is_one_line_and_exit_2(tmp_path: Path, content: bytes) -> None:
     d = fake_sweep(tmp_path, "s", slope=20, fixed=0)
     (d / scale.INDEX).write_bytes(content)
