@@ -229,7 +229,9 @@ def run(directory: Path, definition: dict[str, Any], base: launcher.RunRequest, 
             continue
         if group.exists():
             shutil.rmtree(group)  # an unfinished group: run it whole again
-        say(f"sweep {directory.name}: {where}, runs {k * repeat + 1}-{(k + 1) * repeat} of {total}")
+        first, last = k * repeat + 1, (k + 1) * repeat
+        say(f"sweep {directory.name}: {where}, " + (f"run {first}" if first == last else f"runs {first}-{last}")
+            + f" of {total}")
         req = dataclasses.replace(base, scenario=scen, out=group)
         _group, statuses = run_group(req, repeat, show=False, title=f"{scen.name} {base.label}, {where}")
         if "interrupted" in statuses:
