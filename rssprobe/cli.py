@@ -29,9 +29,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from .commands import bisect, collect, diff, doctor, env, gate, matrix, patches, prepare, report, run, show
+    from .commands import bisect, collect, diff, doctor, env, gate, matrix, patches, prepare, report, run, scale, show
 
-    for module in (run, show, diff, gate, report, doctor, patches, env, matrix, bisect, prepare, collect):
+    for module in (run, show, diff, gate, report, doctor, patches, env, matrix, bisect, prepare, collect, scale):
         main.add_command(module.command)
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import click
 
-from .. import launcher, patchset, scenario
+from .. import launcher, patchset, scale, scenario
 from ..analysis import stats
 from ..analysis.compare import GATED, Side, compare
 from ..analysis.gate import EXIT, check_limits, load_limits
 from ..errors import UserError
 from ..reporters import diffviews, junit, markdown, views
-from .diff import render
+from .diff import render, render_scale
 from .run import execute_group, pairs
 from .show import emit
 
@@ -92,6 +92,13 @@ def command(scenario_ref: str | None, scenario_opt: str | None, reference: str |
         emit(fmt, data, lines, [table], alarm=verdict != "pass")
         _publish(markdown.render(lines, [table]))
         cases = [(c.metric, c.verdict, c.reason) for c in checks]
+    elif reference and candidate and (scale.ScaleDir.is_scale(reference) or scale.ScaleDir.is_scale(candidate)):
+        result = scale.compare(reference, candidate, tuple(metrics) or GATED, threshold, force=force).as_dict()
+        _publish(markdown.render(*render_scale(result, fmt)))
+        verdict = result["verdict"]
+        cases = [(f"{c['figure']} {part}", c[part]["verdict"], c[part]["reason"])
+                 for c in result["comparisons"] for part in ("slope", "fixed")]
+        cases += [(f"problem {i + 1}", "undecided", p) for i, p in enumerate(result["problems"])]
     else:
         if reference and candidate:
             a, b = Side.load(reference), Side.load(candidate)

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from .. import storage
+from .. import scale, storage
 from ..analysis.summary import Summary
 from ..analysis.tables import steps_frame
 from ..errors import UserError
-from ..reporters import html, markdown, plots
+from ..reporters import html, markdown, plots, scaleviews
 
 REPORTS_DIR = Path("reports")
 HTML_NAME = "report.html"
@@ -46,7 +46,8 @@ def load(refs: list[str], all_sites: bool = False) -> tuple[list[html.Section], 
         raise UserError("report: name at least one run (a run directory, an id under reports/runs, or 'latest')")
     runs: list[storage.RunDir] = []
     for ref in refs:
-        for run in storage.resolve_runs(ref)[1]:  # a group contributes every member run
+        members = scale.Sweep.load(ref).runs() if scale.ScaleDir.is_scale(ref) else storage.resolve_runs(ref)[1]
+        for run in members:  # a group or a size sweep contributes every member run
             if run.path.resolve() not in {r.path.resolve() for r in runs}:
                 runs.append(run)
     sections, series = [], []
@@ -98,6 +99,9 @@ def write_report(refs: list[str], out: Path | None = None, html_file: Path | Non
         raise UserError(f"{out}: --out must be a directory")
     sections, series = load(refs, all_sites)
     charts = plots.charts(series, [sec.summary for sec in sections])
+    sweeps = [scale.Sweep.load(r) for r in refs if scale.ScaleDir.is_scale(r)]
+    fit_sections, fit_charts = scaleviews.report_parts(sweeps)
+    sections, charts = [*fit_sections, *sections], [*fit_charts, *charts]
     generated = storage.now_iso()
     target = html_file or (out / HTML_NAME if out is not None else _default_html())
     _write(target, html.render(sections, charts, generated))

@@ -53,6 +53,19 @@ def command(scenario_ref: str, steps: int | None, world_size: int | None, overri
     sets = list(overrides) + ([f"steps={steps}"] if steps is not None else [])
     sets += [f"world_size={world_size}"] if world_size is not None else []
     sets += ["probes.trim_at_end=true"] if trim_at_end else []
+    req = build_request(scenario_ref, sets, baseline, patched, patches, patch_files, allocator, malloc_env, label,
+                        env_ref, python, memray=use_memray, out=out)
+    if repeat == 1:
+        sys.exit(exit_code(execute(req).status))
+    _group, statuses = execute_group(req, repeat)
+    sys.exit(max(exit_code(s) for s in statuses))
+
+
+def build_request(scenario_ref: str, sets: list[str], baseline: bool, patched: bool, patches: tuple[str, ...],
+                  patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
+                  env_ref: str | None, python: str | None, memray: bool = False,
+                  out: Path | None = None) -> launcher.RunRequest:
+    """The run request `run` (and `scale`) make of their options; bad input is a UserError."""
     scen = scenario.load(scenario_ref, sets)
     patch_label, specs = patchset.resolve(scen, baseline, patched, list(patches))
     if patch_files:
@@ -66,14 +79,9 @@ def command(scenario_ref: str, steps: int | None, world_size: int | None, overri
         raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
     worker_python, env_name = envs.resolve_python(env_ref, python, log=say)
     argv = [*sys.argv, "--env", env_name] if env_name and env_name not in sys.argv else list(sys.argv)
-    req = launcher.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label or patch_label, patches=specs,
-                              allocator=allocator, malloc_env=env, out=out,
-                              patch_files=list(patch_files), memray=use_memray, python=worker_python,
-                              command=argv)
-    if repeat == 1:
-        sys.exit(exit_code(execute(req).status))
-    _group, statuses = execute_group(req, repeat)
-    sys.exit(max(exit_code(s) for s in statuses))
+    return launcher.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label or patch_label, patches=specs,
+                               allocator=allocator, malloc_env=env, out=out, patch_files=list(patch_files),
+                               memray=memray, python=worker_python, command=argv)
 
 
 def execute(req: launcher.RunRequest, show: bool = True, title: str = "") -> launcher.RunResult:
@@ -90,13 +98,14 @@ def execute(req: launcher.RunRequest, show: bool = True, title: str = "") -> lau
     return result
 
 
-def execute_group(req: launcher.RunRequest, repeat: int, show: bool = True) -> tuple[storage.GroupDir, list[str]]:
+def execute_group(req: launcher.RunRequest, repeat: int, show: bool = True,
+                  title: str = "") -> tuple[storage.GroupDir, list[str]]:
     """N fresh runs of one configuration into a group directory; stops early on Ctrl-C."""
     group = storage.GroupDir.create(req.out, req.scenario.name, req.label, repeat)
     statuses = []
     for i in range(1, repeat + 1):
-        title = f"{req.scenario.name} [{req.label}] {i}/{repeat}"
-        result = execute(dataclasses.replace(req, out=group.member(i)), show=False, title=title)
+        run_title = f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}"
+        result = execute(dataclasses.replace(req, out=group.member(i)), show=False, title=run_title)
         statuses.append(result.status)
         if result.status == "interrupted":
             break

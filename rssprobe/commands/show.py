@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from .. import storage
+from .. import scale, storage
 from ..analysis.summary import Summary
 from ..errors import UserError
-from ..reporters import csvfile, jsonfile, markdown, terminal, views
+from ..reporters import csvfile, jsonfile, markdown, scaleviews, terminal, views
 
 FORMATS = ["terminal", "json", "markdown", "csv"]
 
@@ -22,6 +22,14 @@ def emit(fmt: str, data: object, lines: list[str], tables: list[views.Table], al
         click.echo(csvfile.render(tables), nl=False)
     else:
         terminal.render(lines, tables, alarm=alarm)
+
+
+def print_scale(ref: str, fmt: str, all_sites: bool = False) -> dict:
+    """A scale directory: the fit of every figure over the sweep's sizes (returned as shown in JSON)."""
+    data = scale.Sweep.load(ref).as_dict()
+    tables = [scaleviews.fit_table(data, all_sites or fmt in ("csv", "json")), scaleviews.sizes_table(data)]
+    emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]))
+    return data
 
 
 def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bool = False,
@@ -50,5 +58,8 @@ def print_summary(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites:
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
 @click.option("--rank", default=0, show_default=True, help="Which rank's tables (multi-rank runs).")
 def command(ref: str, fmt: str, all_sites: bool, rank: int) -> None:
-    """Show RUN (a run or group directory, an id under reports/runs, or 'latest')."""
+    """Show RUN (a run, group or scale directory, an id under reports/runs, or 'latest')."""
+    if scale.ScaleDir.is_scale(ref):
+        print_scale(ref, fmt, all_sites)
+        return
     print_summary(storage.resolve_entry(ref), fmt, all_sites, rank)

@@ -241,6 +241,57 @@ def _colors(n: int) -> list[Any]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
+# A size sweep's headline figures, plotted against model size with their fitted lines.
+FIT_FIGURES = ("steady.rss", "peak", "budget.rss_after_trim_above_baseline", "budget.live", "budget.unexplained")
+
+
+@dataclass(frozen=True)
+class SweepSeries:
+    """One size sweep for the fit charts: name, (params, bytes) points and the fit of each figure."""
+
+    name: str
+    points: dict[str, list[tuple[int, float]]]
+    fits: dict[str, Any]  # figure -> analysis.fit.Fit
+
+
+def _pm(interval: float | None, scale: float = 1.0) -> str:
+    return " (no interval)" if interval is None else f" ± {interval / scale:.2f}"
+
+
+def fit_chart(figure: str, sweeps: list[SweepSeries]) -> Chart:
+    """Bytes above the baseline against parameters, one colour per sweep: the runs and the fitted line."""
+    title = f"{figure} against model size"
+    fig = _figure(len(sweeps))
+    ax = fig.subplots()
+    notes = []
+    for i, sweep in enumerate(sweeps):
+        color = _colors(max(len(sweeps), 1))[i]
+        pts = sweep.points.get(figure, [])
+        f = sweep.fits.get(figure)
+        if not pts or f is None:
+            notes.append(f"{sweep.name}: not fitted (fewer than 2 sizes measured)")
+            continue
+        x = np.array([p for p, _v in pts], dtype="float64")
+        ax.plot(x / 1e6, np.array([v for _p, v in pts]) / 2**20, linestyle="none", marker="o", color=color)
+        line = np.linspace(0, x.max() * 1.05, 50)
+        ax.plot(line / 1e6, (f.fixed_bytes + f.slope_bytes_per_param * line) / 2**20, color=color,
+                label=f"{sweep.name}: {f.slope_bytes_per_param:.2f}{_pm(f.slope_interval)} B/param, fixed "
+                      f"{f.fixed_bytes / 2**20:.1f}{_pm(f.fixed_interval, 2**20)} MiB")
+    ax.set_title(title)
+    ax.set_xlabel("parameters (M)")
+    ax.set_ylabel("MiB above pre-model baseline")
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize="small", title="fit: slope, fixed (95%)")
+    else:
+        _empty(ax, "no sweep has this figure at 2 sizes or more")
+    caption = (f"{title}: each point one finished run, the line bytes = fixed + slope x params by least squares, "
+               "drawn from 0 parameters so the fixed part is where it meets the axis.")
+    if notes:
+        caption += " Not shown: " + "; ".join(notes) + "."
+    return Chart(f"fit-{figure.replace('.', '-')}", title, _png(fig), caption)
+
+
 def charts(runs: list[RunSeries], summaries: list[dict[str, Any]]) -> list[Chart]:
     """Every chart of the report, in page order."""
     return [*(measure_chart(runs, m) for m in MEASURES), budget_chart(summaries)]

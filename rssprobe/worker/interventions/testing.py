@@ -44,8 +44,11 @@ def apply_inject(ctx: Context, options: dict[str, str]) -> None:
         per_param = float(options.get("bytes_per_param", "3"))
         at_step = int(options.get("step", "1"))
         mode = options.get("mode", "retained")
+        fixed = int(float(options["mib"]) * 2**20) if "mib" in options else None
     except (KeyError, ValueError) as e:
         raise Refused(f"{INJECT}: bad options {options} ({e})") from None
+    if fixed is not None and ("bytes_per_param" in options or fixed <= 0):
+        raise Refused(f"{INJECT}: mib is an absolute size > 0, instead of bytes_per_param, not with it")
     if mode not in ("retained", "transient"):
         raise Refused(f"{INJECT}: mode must be retained or transient, not {mode!r}")
     effect = ctx.effect(INJECT)
@@ -54,7 +57,7 @@ def apply_inject(ctx: Context, options: dict[str, str]) -> None:
     def make(fn: Any) -> Any:
         def injected(*args: Any, **kwargs: Any) -> Any:
             if ctx.step == at_step and effect["injections"] == 0:
-                size = int(per_param * ctx.params)
+                size = int(per_param * ctx.params) if fixed is None else fixed
                 buf = _touched_mmap(size)
                 effect["injections"] += 1
                 effect["bytes"] += size
@@ -185,9 +188,11 @@ def apply_hold(ctx: Context, options: dict[str, str]) -> None:
 
 
 INTERVENTIONS = [
-    Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (touched) inside a site on "
-                 "one step, kept (mode=retained) or freed before it returns (mode=transient)", apply_inject,
+    Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (or a fixed mib MiB, whatever the "
+                 "size) touched, inside a site on one step, kept (mode=retained) or freed before it returns "
+                 "(mode=transient)", apply_inject,
                  options={"site": "dotted path of the function", "bytes_per_param": "float, default 3",
+                          "mib": "float: a fixed size in MiB instead of bytes_per_param",
                           "step": "step number, default 1 (0 = during init)", "mode": "retained|transient"},
                  testing=True, counter="injections"),
     Intervention(LITTER, "test only: leave MiB of free-but-retained glibc heap before every call of a site",
