@@ -188,7 +188,8 @@ def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
 
 
 def group_table(summaries: list[dict[str, Any]]) -> Table:
-    """Headline figures across the repeats of a group: mean, sd, min, max (finished runs only)."""
+    """Headline figures and the parts of RSS across the repeats of a group: mean, sd, min, max
+    (finished runs only)."""
     from statistics import fmean, stdev
 
     from ..analysis.compare import HEADLINE
@@ -196,7 +197,9 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
     ok = [s for s in summaries if s["status"] == "ok"]
     t = Table(f"Across repeats (bytes per parameter; {len(ok)} of {len(summaries)} runs finished)",
               ["figure", "mean", "sd", "min", "max"])
-    for metric in HEADLINE:
+    parts = sorted({m for s in ok for m in s["metrics"] if m.startswith("part.")},
+                   key=lambda m: -max(abs(s["metrics"].get(m, 0)) for s in ok))
+    for metric in (*HEADLINE, *parts):
         values = [s["metrics"][metric] for s in ok if metric in s["metrics"]]
         if values:
             sd = stdev(values) if len(values) > 1 else None
