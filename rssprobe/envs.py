@@ -28,18 +28,17 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from . import host, storage
+from . import host, layout, storage
 from .errors import UserError
+from .layout import envs_root
 
-MARKER = ".rssprobe-env.json"
+MARKER = layout.ENV_MARKER
 MAX_NAME = 40
 EXTRA_PACKAGES = ("ninja", "psutil")  # the worker's JIT op build and its probes
 TAIL_LINES = 6
 Log = Callable[[str], None]
 
 
-def envs_root() -> Path:
-    return Path(os.environ.get("RSSPROBE_ENVS") or host.cache_root() / "envs")
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ class EnvSpec:
     @property
     def name(self) -> str:
         ds = self.deepspeed.short() if isinstance(self.deepspeed, Source) else f"ds{self.deepspeed}"
-        name = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"torch{self.torch}-{ds}")
+        name = layout.slug(f"torch{self.torch}-{ds}")
         if self.extras or len(name) > MAX_NAME:
             return "env-" + hashlib.sha1(" ".join(self.canonical()).encode()).hexdigest()[:12]
         return name
