@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rssprobe import bisect, gitbisect, launcher, storage
+from rssprobe import envs, launcher, storage, verdicts
 from rssprobe.analysis import stats
+from rssprobe.bisection import git as gitbisect
+from rssprobe.bisection import probes as bisect_probes
+from rssprobe.bisection import search as bisect
 from rssprobe.cli import main
-from rssprobe.commands import bisect as bisect_command
 
 from .fakes_rundir import Step, make_run
 
-ANSWER = bisect_command.ANSWER
+ANSWER = {v: verdicts.answer(v) for v in verdicts.VERDICTS}  # a sought increase
 
 
 def _noisy_probe(n: int, step: int, rng: random.Random, undecided: dict[int, int]):
@@ -235,8 +237,8 @@ def _fake_groups(monkeypatch: pytest.MonkeyPatch, figure) -> list[launcher.RunRe
                      steps=[Step(rss=rss), Step(rss=rss), Step(rss=rss)])
         return group.path
 
-    monkeypatch.setattr(bisect_command, "run_group", run_group)
-    monkeypatch.setattr(bisect_command.envs, "for_versions",
+    monkeypatch.setattr(bisect_probes, "run_group", run_group)
+    monkeypatch.setattr(envs, "for_versions",
                         lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
     return requests
 
@@ -322,7 +324,7 @@ def test_commit_bisect_cli_names_the_culprit_and_compares_it_with_its_parent(his
         path.chmod(0o755)
         return path
 
-    monkeypatch.setattr(bisect_command.gitbisect, "step_script", step_script)
+    monkeypatch.setattr(gitbisect, "step_script", step_script)
     proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed-src", str(repo), "--good", commits[0],
                                      "--bad", commits[-1], "--metric", "steady.rss", "--limit", "30",
                                      "--out", str(tmp_path / "g"), "--format", "json"])

@@ -6,8 +6,8 @@ import click
 
 from ..analysis import stats
 from ..analysis.compare import GATED, Side, compare
-from ..reporters import diffviews, markdown
-from .show import FORMATS, emit
+from ..reporters.output import show_comparison
+from .common_args import format_option
 
 
 @click.command("diff")
@@ -16,7 +16,7 @@ from .show import FORMATS, emit
 @click.option("--threshold", default=stats.THRESHOLD, show_default=True, type=float,
               help="Smallest change that matters, bytes per parameter.")
 @click.option("--alpha", default=stats.ALPHA, show_default=True, type=float, help="Significance level.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal")
+@format_option()
 @click.option("--all-sites", is_flag=True, help="Every site figure, also those below the threshold.")
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")
 @click.option("--metric", "metrics", multiple=True, metavar="PATTERN",
@@ -24,16 +24,5 @@ from .show import FORMATS, emit
 def command(a_ref: str, b_ref: str, threshold: float, alpha: float, fmt: str, all_sites: bool, force: bool,
             metrics: tuple[str, ...]) -> None:
     """Compare B against A (runs or groups: paths, ids, 'latest')."""
-    result = compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, tuple(metrics) or GATED).as_dict()
-    render(result, fmt, all_sites)
-
-
-def render(result: dict, fmt: str, all_sites: bool = False) -> None:
-    lines = diffviews.header_lines(result)
-    tables = diffviews.tables(result, all_sites or fmt in ("json", "csv"))
-    if fmt == "markdown":
-        click.echo(diffviews.verdict_paragraph(result) + "\n\n" + markdown.render(lines, tables), nl=False)
-    else:
-        if fmt == "terminal":
-            lines = [*lines, f"verdict: {result['verdict'].upper()}"]
-        emit(fmt, result, lines, tables, alarm=result["verdict"] in ("regression", "undecided"))
+    show_comparison(compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force,
+                            tuple(metrics) or GATED).as_dict(), fmt, all_sites)
