@@ -103,8 +103,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
 
 def gate(g: GateRequest) -> int:
     """Decide pass / regression / undecided; the verdict's exit code."""
-    # runs started by the gate end with malloc_trim(0): RSS after it is a low-noise figure
-    sets = [*g.sets, "probes.trim_at_end=true"]
+    sets = [*g.sets, groups.TRIM_AT_END]
     verdict, cases = _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)
     if g.junit_file:
         junit.write(g.junit_file, "rssprobe.gate", cases)

@@ -20,6 +20,8 @@ from .reporters.output import show_entry
 # glibc's dynamic mmap threshold makes identical runs retain different amounts (+-4 B/param of
 # raw RSS, in 8-32 MiB jumps); workflows that compare versions fix it unless told otherwise.
 STEADY_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+# and end every run with malloc_trim(0): RSS after it is a low-noise figure (--trim-at-end)
+TRIM_AT_END = "probes.trim_at_end=true"
 
 
 def exit_code(status: str) -> int:

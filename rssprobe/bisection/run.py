@@ -46,7 +46,7 @@ class BisectRequest:
 
 def bisect(b: BisectRequest) -> int:
     """Validate everything that can be checked without a run, then run the chosen bisect; its exit code."""
-    scen = scenario.load(b.scenario_ref, [*b.sets, "probes.trim_at_end=true"])
+    scen = scenario.load(b.scenario_ref, [*b.sets, groups.TRIM_AT_END])
     ds, torch = b.deepspeed, b.torch
 
     def runner(root: Path) -> Runner:

@@ -37,7 +37,7 @@ def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], wo
             repeat: int, env_ref: str | None, python: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
-                               *(["probes.trim_at_end=true"] if trim_at_end else []))
+                               *([groups.TRIM_AT_END] if trim_at_end else []))
     sys.exit(groups.start(groups.Start(
         scenario_ref=scenario_ref, sets=sets, out=out, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),

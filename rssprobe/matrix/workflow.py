@@ -84,7 +84,7 @@ def _patch_specs(scen: scenario.Scenario, patches: list[str]) -> dict[str, list[
 
 def run(m: MatrixRequest) -> int:
     """Run (or list, with dry_run) the matrix; 0 all done, 1 a cell failed, 130 interrupted."""
-    sets = [*m.sets, "probes.trim_at_end=true"]
+    sets = [*m.sets, groups.TRIM_AT_END]
     scen = scenario.load(m.scenario_ref, sets)
     axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
             "patch": values(m.patches) or [matrix.BASELINE], "allocator": values(m.allocators) or ["glibc"]}
