@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import groups, launcher, patchset, scenario, verdicts
-from .analysis import stats
+from .analysis import metrics, stats
 from .analysis.compare import GATED, Side, compare
 from .analysis.gate import check_limits, load_limits
 from .errors import UserError
@@ -64,6 +64,8 @@ def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[st
         side = Side.load(g.candidate)
     elif g.scenario_ref:
         scen = scenario.load(g.scenario_ref, sets)
+        for metric in ceilings:  # before minutes of training, not after
+            metrics.check(f"{g.limits}:", metric, scen)
         label, specs = patchset.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
         side = _group(g, scen, label, specs, g.patch_files)
     else:
@@ -84,6 +86,8 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
         a, b = Side.load(g.reference), Side.load(g.candidate)
     elif g.run and g.scenario_ref:
         scen = scenario.load(g.scenario_ref, sets)
+        for pattern in g.metrics:  # before minutes of training, not after
+            metrics.check("--metric", pattern, scen)
         use_set = g.patched or not (g.patches or g.patch_files)  # default candidate: the scenario's patch set
         label, specs = patchset.resolve(scen, False, use_set, g.patches)
         if g.patch_files:
