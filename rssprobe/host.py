@@ -11,12 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-
-
-def cache_root() -> Path:
-    base = os.environ.get("RSSPROBE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rssprobe")
-    return Path(base)
+from .layout import cache_root
 
 
 def cpu_model() -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, overlay, sites_config, storage
+from . import host, layout, overlay, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -140,7 +140,7 @@ def prepare(req: RunRequest) -> Prepared:
         raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
     run_dir = storage.RunDir.create(req.out, req.scenario.name, req.label)
-    overlay_dir = run_dir.path / "overlay"
+    overlay_dir = run_dir.path / layout.OVERLAY
     try:
         patch_records = overlay.prepare(req.patch_files, overlay_dir) if req.patch_files else []
     except UserError:
@@ -196,6 +196,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
 
 
+def collect(path: Path) -> RunResult:
+    """Conclude a run whose ranks another launcher started (rssprobe prepare): every rank's events."""
+    run = storage.RunDir(path)
+    manifest = run.manifest()
+    if not run.ranks():
+        raise UserError(f"{path}: no rank has written events yet ({layout.EVENTS_GLOB})")
+    return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+
+
 def conclude(run_dir: storage.RunDir, world_size: int, returncode: int | None, timed_out: bool = False,
              interrupted: bool = False) -> RunResult:
     """Record how a run ended, from its per-rank event streams (returncode None: launched elsewhere)."""
@@ -246,7 +255,7 @@ def _final_status(run_dir: storage.RunDir, per_rank: dict[int, list[dict[str, An
 def _failure_tail(run_dir: storage.RunDir, ranks: dict[str, Any]) -> str:
     """The failing rank's own log tail (multi-rank), else the worker log's."""
     failing = [r for r, v in ranks.items() if v["status"] != "ok"]
-    rank_log = run_dir.path / f"worker.rank{failing[0]}.log" if failing else None
+    rank_log = run_dir.path / layout.rank_log(int(failing[0])) if failing else None
     if rank_log is not None and rank_log.exists():
         return "\n".join(rank_log.read_text(errors="replace").splitlines()[-20:])
     return run_dir.log_tail()
@@ -275,7 +284,7 @@ class _Follower:
         self.buffers: dict[Path, bytes] = {}
 
     def poll(self) -> None:
-        for path in sorted(self.run_dir.glob("events*.jsonl")):
+        for path in sorted(self.run_dir.glob(layout.EVENTS_GLOB)):
             with open(path, "rb") as f:
                 f.seek(self.offsets.get(path, 0))
                 data = f.read()

@@ -16,27 +16,21 @@ import fnmatch
 import hashlib
 import json
 import math
-import os
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import launcher, scenario, storage
+from . import groups, launcher, layout, scenario, storage, verdicts
 from .analysis import fit as fitting
 from .analysis import stats
 from .analysis.compare import GATED
 from .analysis.summary import Summary
 from .errors import UserError
-from .matrix import finished
+from .log import say
 
-INDEX = "scale.json"
-
-
-def scale_root() -> Path:
-    return Path(os.environ.get("RSSPROBE_SCALE", "reports/scale"))
+INDEX = layout.SCALE_INDEX
 
 
 def parse_sizes(text: str) -> list[float]:
@@ -68,13 +62,9 @@ def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenar
     return sorted(scens, key=lambda s: s.model.n_params)
 
 
-def group_name(params: int) -> str:
-    return f"params-{params}"
-
-
 def default_dir(scenario_name: str, label: str, definition: dict[str, Any]) -> Path:
     digest = hashlib.sha1(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
-    return scale_root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{scenario_name}-{label}-{digest}")
+    return layout.scale_root() / layout.slug(f"{scenario_name}-{label}-{digest}")
 
 
 @dataclass(frozen=True)
@@ -99,11 +89,11 @@ class ScaleDir:
             raise UserError(f"{path}: damaged (not UTF-8 text)") from None
         except json.JSONDecodeError as e:
             raise UserError(f"{path}: damaged (not JSON: {e})") from None
-        groups = data.get("groups") if isinstance(data, dict) else None
-        if not isinstance(groups, list) or not all(isinstance(g, dict) and isinstance(g.get("params"), int)
-                                                   and isinstance(g.get("dir"), str) for g in groups):
+        members = data.get("groups") if isinstance(data, dict) else None
+        if not isinstance(members, list) or not all(isinstance(g, dict) and isinstance(g.get("params"), int)
+                                                    and isinstance(g.get("dir"), str) for g in members):
             raise UserError(f"{path}: damaged (no list of groups with params and dir)")
-        for g in groups:
+        for g in members:
             if Path(g["dir"]).is_absolute() or ".." in Path(g["dir"]).parts:
                 raise UserError(f"{path}: damaged (group dir {g['dir']!r} is outside the scale directory)")
         repeat = data.get("repeat", 1)
@@ -183,7 +173,7 @@ def fit_row(f: fitting.Fit) -> dict[str, Any]:
 
 # ---- running a sweep -------------------------------------------------------------------
 
-RunGroup = Callable[..., tuple[storage.GroupDir, list[str]]]  # commands' execute_group(req, repeat, show, title)
+RunGroup = Callable[..., tuple[storage.GroupDir, list[str]]]  # groups.run_group(req, repeat, show, title)
 Say = Callable[[str], None]
 
 
@@ -212,19 +202,19 @@ def run(directory: Path, definition: dict[str, Any], base: launcher.RunRequest, 
         repeat: int, run_group: RunGroup, fresh: bool = False, say: Say = print) -> bool:
     """Run every size not yet finished into directory; True if interrupted (Ctrl-C)."""
     open_dir(directory, definition, fresh)
-    groups = [{"params": s.model.n_params, "dir": group_name(s.model.n_params)} for s in scens]
+    sizes = [{"params": s.model.n_params, "dir": layout.scale_group(s.model.n_params)} for s in scens]
     info = {"scenario": base.scenario_ref, "scenario_name": base.scenario.name, "label": base.label,
-            "sizes": definition["sizes"], "params": [g["params"] for g in groups], "repeat": repeat,
+            "sizes": definition["sizes"], "params": [g["params"] for g in sizes], "repeat": repeat,
             "options": {k: v for k, v in definition.items() if k not in ("scenario", "sizes", "repeat")},
-            "definition": definition, "command": base.command, "groups": groups,
+            "definition": definition, "command": base.command, "groups": sizes,
             "created": (ScaleDir(directory).info().get("created") if ScaleDir.is_scale(directory) else None)
             or storage.now_iso()}
     storage.write_json_atomic(directory / INDEX, info)
     total = len(scens) * repeat
     for k, scen in enumerate(scens):
-        group = directory / group_name(scen.model.n_params)
+        group = directory / layout.scale_group(scen.model.n_params)
         where = f"size {k + 1}/{len(scens)} ({scen.model.n_params / 1e6:.1f} M params)"
-        if finished(group, repeat):
+        if groups.finished(group, repeat):
             say(f"sweep {directory.name}: {where} already finished, reused")
             continue
         if group.exists():
@@ -237,6 +227,20 @@ def run(directory: Path, definition: dict[str, Any], base: launcher.RunRequest, 
         if "interrupted" in statuses:
             return True
     return False
+
+
+def sweep(sizes: list[float], s: groups.Start, out: Path | None, fresh: bool, fmt: str) -> int:
+    """`rssprobe scale`: run (or resume) the sweep, show its fit; exit 130 interrupted, 1 runs lost, else 0."""
+    from .reporters.output import show_scale
+
+    scens = size_scenarios(s.scenario_ref, s.sets, sizes)
+    req = groups.build_request(s)
+    what = definition(req, sizes, s.repeat, s.sets)
+    directory = out or default_dir(req.scenario.name, req.label, what)
+    interrupted = run(directory, what, req, scens, s.repeat, groups.run_group, fresh, say)
+    problems = show_scale(str(directory), fmt)["problems"]
+    say(f"scale directory: {directory}")
+    return 130 if interrupted else 1 if problems else 0
 
 
 # ---- comparing two sweeps -----------------------------------------------------------------
@@ -255,13 +259,9 @@ class Comparison:
         return any(fnmatch.fnmatchcase(figure, p) for p in self.gated)
 
     def verdict(self) -> str:
-        words = {d.verdict for pair in self.deltas if self.is_gated(pair[0].figure) for d in pair}
-        if not words:
-            return "undecided"
-        for word, unless_problems in (("regression", False), ("undecided", True), ("improvement", False)):
-            if word in words or (unless_problems and self.problems):
-                return word
-        return "pass"
+        """The gate's verdict over the slope and fixed parts of the figures that decide (verdicts.overall)."""
+        return verdicts.overall([d.verdict for pair in self.deltas if self.is_gated(pair[0].figure) for d in pair],
+                                bool(self.problems))
 
     def as_dict(self) -> dict[str, Any]:
         return {"a": self.a.as_dict(), "b": self.b.as_dict(), "verdict": self.verdict(), "problems": self.problems,

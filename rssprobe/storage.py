@@ -1,42 +1,24 @@
-"""Run directories on disk: manifest, event stream, per-step table; finding runs by reference.
+"""Run and run-group directories on disk: reading and writing them, finding them by reference.
 
-A run directory holds
-  manifest.json   what ran and how it ended (written before the worker starts, updated at the end)
-  worker.json     the exact instructions the worker got
-  events.jsonl    everything the worker measured, one flushed line per event
-  steps.parquet   the per-step table, derived from events.jsonl when the run ends
-  worker.log      the worker's stdout and stderr
-  native.json     top native allocation sites per phase (only with --memray)
-Everything a report shows is derived from these files, never kept only in memory.
+What a run or group directory holds, file by file, is in rssprobe.layout. Everything a
+report shows is derived from those files, never kept only in memory.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import layout
 from .errors import UserError
+from .layout import EVENTS, GROUP, MANIFEST, NATIVE, STEPS, WORKER_LOG, WORKER_SPEC, runs_root, steps_file
 
-MANIFEST = "manifest.json"
-GROUP = "group.json"
-EVENTS = "events.jsonl"
-STEPS = "steps.parquet"
-WORKER_SPEC = "worker.json"
-WORKER_LOG = "worker.log"
-NATIVE = "native.json"
-
-
-def steps_file(rank: int) -> str:
-    return STEPS if rank == 0 else f"steps.rank{rank}.parquet"
-
-
-def runs_root() -> Path:
-    return Path(os.environ.get("RSSPROBE_RUNS", "reports/runs"))
+__all__ = ["EVENTS", "GROUP", "MANIFEST", "NATIVE", "STEPS", "WORKER_LOG", "WORKER_SPEC", "GroupDir", "RunDir",
+           "find_entries", "now_iso", "resolve_entry", "resolve_runs", "runs_root", "steps_file", "write_json_atomic"]
 
 
 def now_iso() -> str:
@@ -57,7 +39,7 @@ class RunDir:
     def create(cls, out: Path | None, scenario: str, label: str) -> RunDir:
         if out is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-            out = runs_root() / f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', scenario)}-{label}"
+            out = runs_root() / f"{stamp}-{layout.slug(scenario)}-{label}"
         if out.exists() and any(out.iterdir()):
             raise UserError(f"{out}: output directory exists and is not empty")
         out.mkdir(parents=True, exist_ok=True)
@@ -87,12 +69,12 @@ class RunDir:
     def ranks(self) -> list[int]:
         """The ranks that wrote events (one for a 1-rank run)."""
         out = [0] if (self.path / EVENTS).exists() else []
-        out += sorted(int(p.name.split(".")[1].removeprefix("rank")) for p in self.path.glob("events.rank*.jsonl"))
+        out += sorted(layout.rank_of_events(p.name) for p in self.path.glob(layout.RANK_EVENTS_GLOB))
         return out
 
     def events(self, rank: int = 0) -> list[dict[str, Any]]:
         """All complete events of a rank; a torn last line (the worker died mid-write) is dropped."""
-        path = self.path / (EVENTS if rank == 0 else f"events.rank{rank}.jsonl")
+        path = self.path / layout.events_file(rank)
         if not path.exists():
             return []
         out = []
@@ -135,7 +117,7 @@ class GroupDir:
         return self.info()
 
     def member(self, i: int) -> Path:
-        return self.path / f"run-{i:02d}"
+        return self.path / layout.group_member(i)
 
     def runs(self) -> list[RunDir]:
         return sorted((RunDir(p) for p in self.path.iterdir() if (p / MANIFEST).is_file()), key=lambda r: r.id)

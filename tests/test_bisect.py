@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rssprobe import bisect, gitbisect, launcher, storage
+from rssprobe import envs, launcher, storage, verdicts
 from rssprobe.analysis import stats
+from rssprobe.bisection import git as gitbisect
+from rssprobe.bisection import probes as bisect_probes
+from rssprobe.bisection import search as bisect
 from rssprobe.cli import main
-from rssprobe.commands import bisect as bisect_command
 
 from .fakes_rundir import Step, make_run
 
-ANSWER = bisect_command.ANSWER
+ANSWER = {v: verdicts.answer(v) for v in verdicts.VERDICTS}  # a sought increase
 
 
 def _noisy_probe(n: int, step: int, rng: random.Random, undecided: dict[int, int]):
@@ -235,8 +237,8 @@ def _fake_groups(monkeypatch: pytest.MonkeyPatch, figure) -> list[launcher.RunRe
                      steps=[Step(rss=rss), Step(rss=rss), Step(rss=rss)])
         return group.path
 
-    monkeypatch.setattr(bisect_command, "run_group", run_group)
-    monkeypatch.setattr(bisect_command.envs, "for_versions",
+    monkeypatch.setattr(bisect_probes, "run_group", run_group)
+    monkeypatch.setattr(envs, "for_versions",
                         lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
     return requests
 
@@ -322,7 +324,7 @@ def test_commit_bisect_cli_names_the_culprit_and_compares_it_with_its_parent(his
         path.chmod(0o755)
         return path
 
-    monkeypatch.setattr(bisect_command.gitbisect, "step_script", step_script)
+    monkeypatch.setattr(gitbisect, "step_script", step_script)
     proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed-src", str(repo), "--good", commits[0],
                                      "--bad", commits[-1], "--metric", "steady.rss", "--limit", "30",
                                      "--out", str(tmp_path / "g"), "--format", "json"])
@@ -333,3 +335,109 @@ def test_commit_bisect_cli_names_the_culprit_and_compares_it_with_its_parent(his
     steady = next(c for c in data["comparison"]["comparisons"]["phases"] if c["metric"] == "steady.rss")
     assert steady["mean_a"] == pytest.approx(28.02) and steady["mean_b"] == pytest.approx(31.52)
     assert (tmp_path / "g" / "limits.toml").read_text() == '[limits]\n"steady.rss" = 30.0\n'
+
+
+# ---- direction, noise, resuming, metric names -------------------------------------------------
+
+README_EXAMPLE = {"deepspeed0.16.5": [12.83, 12.83, 12.33], "deepspeed0.16.9": [12.30, 12.30, 12.30],
+                  "deepspeed0.17.0": [14.32, 14.33, 14.31], "deepspeed0.18.2": [14.30, 14.32, 14.33]}
+
+
+def _fixed_groups(monkeypatch: pytest.MonkeyPatch, figures: dict[str, list[float]]) -> list[launcher.RunRequest]:
+    """Synthetic groups whose steady RSS per run is figures[label] (the same every round)."""
+    requests = []
+
+    def run_group(req: launcher.RunRequest, repeat: int) -> Path:
+        requests.append(req)
+        group = storage.GroupDir.create(req.out, req.scenario.name, req.label, repeat)
+        for i, rss in enumerate(figures[req.label][:repeat], start=1):
+            make_run(group.path, run_id=f"run-{i:02d}", label=req.label, steps=[Step(rss=rss)] * 3)
+        return group.path
+
+    monkeypatch.setattr(bisect_probes, "run_group", run_group)
+    monkeypatch.setattr(envs, "for_versions", lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
+    return requests
+
+
+def test_a_noisy_unchanged_version_in_the_middle_does_not_stop_the_search(monkeypatch, tmp_path: Path) -> None:
+    """The README example as measured: 0.16.9 reads 0.36 B/param *lower* (significant at p = 0.05); the
+    change sought (2 B/param more) came with 0.17.0."""
+    _fixed_groups(monkeypatch, README_EXAMPLE)
+    args = ["bisect", "tiny", "--deepspeed", "0.16.5,0.16.9,0.17.0,0.18.2", "--metric", "steady.rss",
+            "--format", "json"]
+    for extra in ([], ["--direction", "auto"]):
+        proc = CliRunner().invoke(main, [*args, *extra, "--out", str(tmp_path / f"b{len(extra)}")])
+        assert proc.exit_code == 0, proc.output
+        data = json.loads(proc.stdout)
+        assert data["status"] == "found" and data["first_moved"] == "0.17.0", data["probes"]
+        noisy = [p for p in data["probes"] if p["what"] == "deepspeed 0.16.9"]
+        assert noisy and noisy[0]["verdict"] == "improvement" and noisy[0]["answer"] == "same"
+        assert data["direction"] == "up"
+
+
+def test_auto_direction_follows_the_bad_endpoint_downwards(monkeypatch, tmp_path: Path) -> None:
+    figures = {"deepspeed0.1": [20.0, 20.01, 20.02], "deepspeed0.2": [22.0, 22.01, 22.02],
+               "deepspeed0.3": [18.0, 18.01, 18.02], "deepspeed0.4": [18.0, 18.02, 18.01]}
+    _fixed_groups(monkeypatch, figures)
+    proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed", "0.1,0.2,0.3,0.4", "--metric", "steady.rss",
+                                     "--direction", "auto", "--out", str(tmp_path / "b"), "--format", "json"])
+    assert proc.exit_code == 0, proc.output
+    data = json.loads(proc.stdout)
+    assert data["direction"] == "down" and data["first_moved"] == "0.3"  # 0.2 went up: not the change sought
+    assert data["probes"][0]["what"] == "deepspeed 0.4"  # the bad endpoint was asked first
+
+
+def test_an_unknown_metric_fails_before_any_run_with_the_close_names(monkeypatch, tmp_path: Path) -> None:
+    requests = _fixed_groups(monkeypatch, README_EXAMPLE)
+    proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed", "0.16.5,0.16.9,0.17.0,0.18.2", "--metric",
+                                     "init.live", "--out", str(tmp_path / "b")])
+    assert proc.exit_code == 2 and not requests
+    assert "init.live" in proc.output and "budget.live" in proc.output and "Traceback" not in proc.output
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_rerun_bisect_reuses_finished_rounds_and_fresh_starts_over(monkeypatch, tmp_path: Path) -> None:
+    requests = _fixed_groups(monkeypatch, README_EXAMPLE)
+    args = ["bisect", "tiny", "--deepspeed", "0.16.5,0.16.9,0.17.0,0.18.2", "--metric", "steady.rss",
+            "--out", str(tmp_path / "b"), "--format", "json"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    ran = len(requests)
+    assert ran >= 3
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert len(requests) == ran  # nothing ran again
+    assert json.loads(again.stdout)["first_moved"] == json.loads(first.stdout)["first_moved"] == "0.17.0"
+    fresh = CliRunner().invoke(main, [*args, "--fresh"])
+    assert fresh.exit_code == 0 and len(requests) == 2 * ran
+    other = CliRunner().invoke(main, [*args[:-2], "--repeat", "2", "--format", "json"])
+    assert other.exit_code == 2 and "different bisect command" in other.output
+
+
+def test_bisect_runs_fix_the_mmap_threshold_unless_told_otherwise(monkeypatch, tmp_path: Path) -> None:
+    requests = _fixed_groups(monkeypatch, README_EXAMPLE)
+    base = ["bisect", "tiny", "--deepspeed", "0.16.5,0.18.2", "--metric", "steady.rss", "--format", "json"]
+    proc = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "a")])
+    assert proc.exit_code == 0 and "MALLOC_MMAP_THRESHOLD_=65536" in proc.stderr
+    assert requests[0].malloc_env == {"MALLOC_MMAP_THRESHOLD_": "65536"}
+    assert requests[0].command[-4:-2] == ["--malloc-env", "MALLOC_MMAP_THRESHOLD_=65536"]
+    CliRunner().invoke(main, [*base, "--malloc-env", "MALLOC_ARENA_MAX=2", "--out", str(tmp_path / "b")])
+    assert requests[-1].malloc_env == {"MALLOC_ARENA_MAX": "2"}
+
+
+def test_a_reference_whose_own_repeats_disagree_is_warned_about(monkeypatch, tmp_path: Path) -> None:
+    _fixed_groups(monkeypatch, README_EXAMPLE)
+    proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed", "0.16.5,0.18.2", "--metric", "steady.rss",
+                                     "--out", str(tmp_path / "b"), "--format", "json"])
+    data = json.loads(proc.stdout)
+    assert data["warnings"] and "0.50 B/param" in data["warnings"][0]  # 12.83 vs 12.33
+
+
+def test_every_figure_a_run_has_is_a_known_name(tmp_path: Path) -> None:
+    from rssprobe import scenario
+    from rssprobe.analysis import metrics
+    from rssprobe.analysis.summary import Summary
+
+    run = storage.RunDir(make_run(tmp_path))
+    known = set(metrics.known(scenario.load("tiny", [])))
+    assert set(Summary(run).metrics()) <= known

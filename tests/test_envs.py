@@ -85,7 +85,7 @@ def test_an_env_is_reused_half_made_ones_rebuilt_and_failures_leave_nothing(envs
         (env.path / envs.MARKER).write_text(json.dumps({"name": env.name, "spec": spec.canonical(),
                                                          "versions": {}, "created": "now"}))
 
-    monkeypatch.setattr(envs, "_build", build)
+    monkeypatch.setattr(envs.build, "_build", build)
     spec = envs.EnvSpec.parse(["torch==2.13.0", "deepspeed==0.19.8"])
     env = envs.create(spec)
     assert envs.create(spec) == env and builds == [spec.name]  # the second call reuses it

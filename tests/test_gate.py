@@ -108,3 +108,13 @@ def test_diff_refuses_different_scenarios_unless_forced(groups: dict[str, Path],
     forced = rssprobe("diff", str(groups["a1"]), str(other), "--force", "--format", "json", check=True)
     differences = {d["what"] for d in json.loads(forced.stdout)["differences"]}
     assert "scenario name" in differences
+
+
+def test_gate_run_checks_its_metric_names_before_any_run(tmp_path: Path) -> None:
+    proc = rssprobe("gate", "tiny", "--run", "--metric", "budget.livee", env={"RSSPROBE_RUNS": str(tmp_path)})
+    assert proc.returncode == 2 and "budget.live" in proc.stderr and "Traceback" not in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing ran
+    limits = tmp_path / "limits.toml"
+    limits.write_text('[limits]\n"steady.rsss" = 30.0\n')
+    proc = rssprobe("gate", "tiny", "--limits", str(limits), env={"RSSPROBE_RUNS": str(tmp_path / "runs")})
+    assert proc.returncode == 2 and "steady.rss" in proc.stderr and not (tmp_path / "runs").exists()

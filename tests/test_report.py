@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from rssprobe import storage
 from rssprobe.analysis.summary import Summary
 from rssprobe.cli import Group
-from rssprobe.commands.report import command, steps_table, write_report
+from rssprobe.commands.report import command
 from rssprobe.errors import UserError
 from rssprobe.reporters import plots
+from rssprobe.reporters.report import steps_table, write_report
 
 from .fakes_rundir import PARAMS, SITE, Step, make_run
 

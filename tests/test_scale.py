@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rssprobe import scale, storage
+from rssprobe import layout, scale, storage
 from rssprobe.analysis import fit
 from rssprobe.errors import UserError
 
@@ -97,14 +97,14 @@ def fake_sweep(root: Path, name: str, slope: float, fixed: float, sizes: tuple[i
     directory.mkdir(parents=True)
     groups = []
     for params in sizes:
-        group = storage.GroupDir.create(directory / scale.group_name(params), "tiny", "baseline", repeat)
+        group = storage.GroupDir.create(directory / layout.scale_group(params), "tiny", "baseline", repeat)
         for i in range(1, repeat + 1):
             bpp = slope + (fixed + 1000 * i) / params  # repeats differ by a constant: exact slope
             status = "failed" if params == failed else "ok"
             make_run(group.path, FakeRun(run_id=f"run-{i:02d}", params=params, status=status,
                                          error="boom" if status != "ok" else None,
                                          steps=[Step(rss=bpp, peak=bpp + 1)] * 3))
-        groups.append({"params": params, "dir": scale.group_name(params)})
+        groups.append({"params": params, "dir": layout.scale_group(params)})
     info = {"scenario": "tiny", "scenario_name": "tiny", "label": "baseline", "sizes": list(sizes), "repeat": repeat,
             "groups": groups, "definition": {}, "command": ["rssprobe", "scale"]}
     (directory / scale.INDEX).write_text(json.dumps(info))
@@ -129,7 +129,7 @@ def test_show_of_a_scale_directory_gives_slope_and_fixed_per_figure(tmp_path: Pa
     text = rssprobe("show", str(d), check=True).stdout
     assert "steady.rss" in text and "20.00 ±" in text and "64.00 ±" in text
     # each size's group still shows on its own
-    group = show_json(d / scale.group_name(1_000_000))
+    group = show_json(d / layout.scale_group(1_000_000))
     assert len(group["runs"]) == 2
 
 
@@ -141,7 +141,7 @@ def test_failed_runs_are_kept_out_of_the_fit_and_named(tmp_path: Path) -> None:
     rows = {r["figure"]: r for r in data["fit"]}
     assert rows["end.rss"]["dof"] == 0 and rows["end.rss"]["slope_interval_bytes_per_param"] is None
     assert "no interval" in rssprobe("show", str(d), check=True).stdout
-    (d / scale.group_name(4_000_000) / "run-01" / "manifest.json").write_text("{torn")  # a damaged run
+    (d / layout.scale_group(4_000_000) / "run-01" / "manifest.json").write_text("{torn")  # a damaged run
     data = show_json(d)
     assert data["runs_in_fit"] == 1 and any("run-01: unreadable" in p for p in data["problems"])
     assert "fewer than 2 sizes have a finished run: nothing to fit" in data["problems"] and data["fit"] == []
@@ -168,7 +168,7 @@ def test_diff_and_gate_of_two_scale_directories(tmp_path: Path) -> None:
     undecided = rssprobe("gate", "--reference", str(a), "--candidate", str(lost), "--metric", "end.rss")
     assert undecided.returncode == 125 and "did not finish" not in undecided.stderr
     assert "kept out of the fit" in undecided.stdout
-    mixed = rssprobe("diff", str(a), str(a / scale.group_name(1_000_000)))
+    mixed = rssprobe("diff", str(a), str(a / layout.scale_group(1_000_000)))
     assert mixed.returncode == 2 and "not a scale directory" in mixed.stderr
 
 

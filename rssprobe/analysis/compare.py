@@ -11,6 +11,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import verdicts
 from ..errors import UserError
 from ..storage import RunDir, resolve_runs
 from . import stats
@@ -117,17 +118,9 @@ class Result:
         return any(fnmatch.fnmatchcase(metric, pattern) for pattern in self.gated)
 
     def verdict(self) -> str:
-        """regression > undecided > improvement > pass, over the gated figures."""
-        checked = [c for group in self.comparisons.values() for c in group if self.is_gated(c.metric)]
-        if not checked:
-            return "undecided"
-        if any(c.verdict == "regression" for c in checked):
-            return "regression"
-        if self.problems or any(c.verdict == "undecided" for c in checked):
-            return "undecided"
-        if any(c.verdict == "improvement" for c in checked):
-            return "improvement"
-        return "pass"
+        """Over the gated figures, by verdicts.overall: a "~" there cannot pass."""
+        checked = [c.verdict for group in self.comparisons.values() for c in group if self.is_gated(c.metric)]
+        return verdicts.overall(checked, bool(self.problems))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -1,7 +1,7 @@
 """CI gate decisions: against a reference (via compare) or against absolute ceilings.
 
-Exit codes follow `git bisect run`: 0 pass (or improvement), 1 regression, 125 undecided
-(cannot test: too few repeats, a failed run, a requested patch that never ran).
+Exit codes, JUnit states and words of each verdict are in rssprobe.verdicts (`git bisect run`'s
+reading: 0 pass or improvement, 1 regression, 125 undecided or "~").
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any
 import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .. import verdicts
 from ..errors import UserError, from_validation
 from .compare import Side
-
-EXIT = {"pass": 0, "improvement": 0, "regression": 1, "undecided": 125}
 
 
 class Limits(BaseModel):
@@ -65,11 +64,4 @@ def check_limits(side: Side, limits: dict[str, float]) -> tuple[str, list[LimitC
             checks.append(LimitCheck(metric, limit, values, "undecided", f"some repeats above {limit}"))
         else:
             checks.append(LimitCheck(metric, limit, values, "pass", f"every repeat at or below {limit}"))
-    verdicts = {c.verdict for c in checks}
-    if "regression" in verdicts:
-        verdict = "regression"
-    elif problems or "undecided" in verdicts or not side.ok:
-        verdict = "undecided"
-    else:
-        verdict = "pass"
-    return verdict, checks, problems
+    return verdicts.overall([c.verdict for c in checks], bool(problems) or not side.ok), checks, problems

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..layout import MEMRAY_PHASES, memray_file
 from ..sites_config import short_name
 
-PHASES = ("init", "first_step", "steady")
 KINDS = {"leaked": "get_leaked_allocation_records", "high_watermark": "get_high_watermark_allocation_records"}
 
 
@@ -44,7 +44,7 @@ def attribute(stack: list[tuple[str, str, int]], site_frames: list[tuple[tuple[s
 
 def analyse(run_dir: Path, sites: list[str], top: int = 10) -> dict[str, Any] | None:
     """{phase: {kind: [{where, bytes, allocations}]}} or None when no capture exists."""
-    files = {phase: run_dir / f"memray-{phase}.bin" for phase in PHASES}
+    files = {phase: run_dir / memray_file(phase) for phase in MEMRAY_PHASES}
     if not any(f.exists() for f in files.values()):
         return None
     from memray import FileReader

@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from math import comb
 from statistics import fmean, stdev
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
-Verdict = Literal["regression", "improvement", "~", "same", "undecided"]
+from ..verdicts import Verdict
+
 ALPHA = 0.05
 THRESHOLD = 0.25  # bytes per parameter
 

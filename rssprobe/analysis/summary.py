@@ -15,13 +15,9 @@ from typing import Any
 
 from ..sites_config import short_name
 from ..storage import NATIVE, RunDir
+from ..worker.glibc import in_use
 
-PHASES = ("init", "first_step", "steady", "end")
 SITE_PHASES = ("init", "first_step", "steady")
-
-
-def _in_use(mi: dict[str, int] | None) -> int | None:
-    return None if mi is None else mi["uordblks"] + mi["hblkhd"]
 
 
 def _free(mi: dict[str, int] | None) -> int | None:
@@ -87,7 +83,7 @@ class Summary:
         return {
             "rss": self.bpp(mean([e["rss"] - base["rss"] for e in events])),
             "peak": self.bpp(max(e["peak"] for e in events) - base["rss"]),
-            "glibc_in_use": self.bpp(mean([_sub(_in_use(e["mallinfo"]), _in_use(base["mallinfo"])) for e in events])),
+            "glibc_in_use": self.bpp(mean([_sub(in_use(e["mallinfo"]), in_use(base["mallinfo"])) for e in events])),
             "glibc_free": self.bpp(mean([_sub(_free(e["mallinfo"]), _free(base["mallinfo"])) for e in events])),
         }
 

@@ -44,7 +44,3 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
                "cuda_reserved_peak", *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
     return pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})
 
-
-def phases_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
-    rows = [{"phase": e["name"], "t": e["t"], **_probe_columns(e)} for e in events if e["event"] == "phase"]
-    return pd.DataFrame(rows)

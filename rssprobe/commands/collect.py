@@ -7,21 +7,14 @@ from pathlib import Path
 
 import click
 
-from .. import launcher, storage
-from ..errors import UserError
-from .run import exit_code
-from .show import print_summary
+from .. import groups, launcher
+from ..reporters.output import show_entry
 
 
 @click.command("collect")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def command(run_dir: Path) -> None:
     """Read every rank's events in RUN_DIR, write its tables and final status, show the summary."""
-    run = storage.RunDir(run_dir)
-    manifest = run.manifest()
-    if not run.ranks():
-        raise UserError(f"{run_dir}: no rank has written events yet (events*.jsonl)")
-    world_size = max(manifest["scenario"]["world_size"], max(run.ranks()) + 1)
-    result = launcher.conclude(run, world_size, returncode=None)
-    print_summary(result.run, "terminal")
-    sys.exit(exit_code(result.status))
+    result = launcher.collect(run_dir)
+    show_entry(result.run, "terminal")
+    sys.exit(groups.exit_code(result.status))

@@ -1,39 +1,14 @@
-"""rssprobe env create|list|rm: isolated torch + DeepSpeed environments, and the options to use them.
-
-`python_options` (--env/--python) and `pip_flags` (--find-links/--index-url) are shared by
-the commands that start workers, so every one of them picks its interpreter the same way.
-"""
+"""rssprobe env create|list|rm: isolated torch + DeepSpeed environments."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 from .. import envs
+from ..log import say
 from ..reporters import views
-from .show import emit
-
-F = Callable[..., Any]
-
-
-def python_options(f: F) -> F:
-    f = click.option("--python", "python", metavar="PATH",
-                     help="The worker's Python (must have torch and deepspeed installed).")(f)
-    return click.option("--env", "env_ref", metavar="SPEC|NAME",
-                        help="Run in an isolated environment: a name from `rssprobe env list`, or a spec such as "
-                             "'torch==2.13.0 deepspeed==0.19.8' (built on first use).")(f)
-
-
-def pip_flags(f: F) -> F:
-    f = click.option("--index-url", help="Passed to pip when an environment is built.")(f)
-    return click.option("--find-links", "find_links", multiple=True, metavar="DIR",
-                        help="Passed to pip when an environment is built (repeatable).")(f)
-
-
-def say(text: str) -> None:
-    click.echo(f"rssprobe: {text}", err=True)
+from ..reporters.output import emit
+from .common_args import format_option, pip_flags
 
 
 @click.group("env")
@@ -52,7 +27,7 @@ def create(spec: tuple[str, ...], find_links: tuple[str, ...], index_url: str | 
 
 
 @command.command("list")
-@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json", "csv"]), default="terminal")
+@format_option()
 def list_(fmt: str) -> None:
     """The environments built so far."""
     infos = [e.info() for e in envs.list_envs()]

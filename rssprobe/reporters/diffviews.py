@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import verdicts
 from .views import Table, bpp
-
-MARK = {"regression": "REGRESSION", "improvement": "improvement", "~": "~ (not significant)", "same": "",
-        "undecided": "undecided"}
-# A figure that does not gate is shown with its direction only: raw RSS of sites moves with glibc noise.
-INFO_MARK = {**MARK, "regression": "higher (informative)", "improvement": "lower (informative)"}
 
 
 def _p(c: dict[str, Any]) -> float:
@@ -38,8 +34,7 @@ def verdict_paragraph(r: dict[str, Any]) -> str:
     a, b, t, alpha = r["a"], r["b"], r["threshold_bytes_per_param"], r["alpha"]
     head = [c for group in r["comparisons"].values() for c in group if c["gated"]]
     moved = [c for c in head if c["verdict"] in ("regression", "improvement")]
-    text = {"regression": "B needs more host memory than A", "improvement": "B needs less host memory than A",
-            "undecided": "the data cannot decide", "pass": "no figure differs"}[r["verdict"]]
+    text = verdicts.meaning(r["verdict"]).words
     parts = [f"**Verdict: {r['verdict']}** — {text}: B = {b['name']} ({b['label']}, {b['ok']} runs) against "
              f"A = {a['name']} ({a['label']}, {a['ok']} runs), {a['params'] or 0:,} parameters; a change counts "
              f"only if it is at least {t} B/param and significant at p ≤ {alpha}. Gated figures (low-noise): "
@@ -51,7 +46,7 @@ def verdict_paragraph(r: dict[str, Any]) -> str:
     elif head:
         largest = max(head, key=lambda c: abs(c["delta"]))
         parts.append(f"Largest change: {largest['metric']} {largest['delta']:+.2f} B/param "
-                     f"({MARK[largest['verdict']] or 'below threshold'}).")
+                     f"({verdicts.mark(largest['verdict']) or 'below threshold'}).")
     for side in (a, b):
         for spec, counts in side["patches"].items():
             parts.append(f"{side['name']}: {spec} took effect {counts} times per run.")
@@ -63,7 +58,7 @@ def _rows(t: Table, comparisons: list[dict[str, Any]]) -> Table:
     for c in comparisons:
         decidable = c["p_increase"] is not None
         t.rows.append([("* " if c["gated"] else "") + c["metric"], _side(c, "a"), _side(c, "b"), bpp(c["delta"], True),
-                       f"{_p(c):.3f}" if decidable else "n/a", (MARK if c["gated"] else INFO_MARK)[c["verdict"]]])
+                       f"{_p(c):.3f}" if decidable else "n/a", verdicts.mark(c["verdict"], c["gated"])])
     return t
 
 

@@ -1,22 +1,23 @@
-"""JUnit XML for CI: one test case per checked figure (failure = regression, skipped = undecided)."""
+"""JUnit XML for CI: one test case per checked figure, its state read from rssprobe.verdicts."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from .. import verdicts
+
 
 def write(path: Path, suite: str, cases: list[tuple[str, str, str]]) -> None:
     """cases: (name, verdict, message)."""
-    failures = sum(v == "regression" for _, v, _ in cases)
-    skipped = sum(v in ("undecided", "~") for _, v, _ in cases)
-    root = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(failures),
-                      skipped=str(skipped), errors="0")
-    for name, verdict, message in cases:
+    states = [verdicts.meaning(v).junit for _, v, _ in cases]
+    root = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(states.count("failure")),
+                      skipped=str(states.count("skipped")), errors="0")
+    for (name, verdict, message), state in zip(cases, states, strict=True):
         case = ET.SubElement(root, "testcase", classname=suite, name=name)
-        if verdict == "regression":
-            ET.SubElement(case, "failure", message=message, type="regression")
-        elif verdict in ("undecided", "~"):
+        if state == "failure":
+            ET.SubElement(case, "failure", message=message, type=verdict)
+        elif state == "skipped":
             ET.SubElement(case, "skipped", message=f"{verdict}: {message}")
         else:
             case.set("verdict", verdict)

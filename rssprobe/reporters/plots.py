@@ -19,6 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..worker.glibc import IN_USE, in_use
+
 Y_LABEL = "B/param above pre-model baseline"
 
 
@@ -90,7 +92,7 @@ MEASURES: dict[str, tuple[str, Values]] = {
     "rss": ("RSS at the end of each step", _rss_like("rss")),
     "peak": ("Exact peak RSS within each step", _rss_like("peak")),
     "glibc_in_use": ("glibc in use (uordblks + hblkhd) at the end of each step", _glibc(
-        lambda f, b: (_column(f, "glibc_uordblks") + _column(f, "glibc_hblkhd"), b["uordblks"] + b["hblkhd"]))),
+        lambda f, b: (in_use({k: _column(f, f"glibc_{k}") for k in IN_USE}), in_use(b)))),
     "glibc_free": ("glibc free-retained (fordblks) at the end of each step", _glibc(
         lambda f, b: (_column(f, "glibc_fordblks"), b["fordblks"]))),
 }

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import verdicts
 from ..analysis.compare import HEADLINE
 from . import html, plots
-from .diffviews import MARK
 from .views import Table
 
 MIB = 2**20
@@ -94,9 +94,9 @@ def diff_table(r: dict[str, Any], all_rows: bool = False) -> Table:
     for c in shown:
         s, f = c["slope"], c["fixed"]
         t.rows.append([("* " if c["gated"] else "") + c["figure"], f"{s['a']:.2f}", f"{s['b']:.2f}",
-                       _pm(s["delta"], s["interval"], signed=True), MARK[s["verdict"]] or "same",
+                       _pm(s["delta"], s["interval"], signed=True), verdicts.mark(s["verdict"]) or "same",
                        f"{f['a'] / MIB:.1f}", f"{f['b'] / MIB:.1f}", _pm(f["delta"], f["interval"], MIB, True),
-                       MARK[f["verdict"]] or "same"])
+                       verdicts.mark(f["verdict"]) or "same"])
     if len(shown) < len(rows):
         t.note = f"{len(rows) - len(shown)} figures unchanged or informative only hidden (--all-sites shows them)"
     return t

@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..layout import WORKER_SPEC, rank_log
 from . import census, glibc, memmap, procfs, training
 from .events import EventWriter, events_file
 from .interventions import REGISTRY, Context, Refused, parse
@@ -26,18 +27,16 @@ from .native import NativeCapture
 from .probes import PeakTracker, cuda_stats, snapshot
 from .sites import SiteError, SiteRecorder
 
-EXIT_USAGE = 3  # the orchestrator turns this into a one-line user error
-
 
 class Worker:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.spec = json.loads((run_dir / "worker.json").read_text())
+        self.spec = json.loads((run_dir / WORKER_SPEC).read_text())
         self.scenario = self.spec["scenario"]
         self.rank = int(os.environ.get("RANK", "0"))
         if self.scenario["world_size"] > 1:
             # each rank keeps its own stdout/stderr, for the tail shown when it dies
-            log = os.open(run_dir / f"worker.rank{self.rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            log = os.open(run_dir / rank_log(self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             os.dup2(log, 1)
             os.dup2(log, 2)
         self.events = EventWriter(run_dir / events_file(self.rank), self.rank)
@@ -183,7 +182,7 @@ def main(argv: list[str]) -> int:
         return 0
     except (SiteError, Refused) as e:
         worker.events.emit("usage_error", message=str(e))
-        return EXIT_USAGE
+        return 2  # the orchestrator reads the usage_error event, not this code
     except KeyboardInterrupt:
         worker.events.emit("end", status="interrupted")
         return 130

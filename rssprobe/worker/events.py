@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..layout import events_file
 
-def events_file(rank: int) -> str:
-    """Rank 0 writes events.jsonl (the whole stream of a 1-rank run); rank r > 0 events.rank<r>.jsonl."""
-    return "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
+__all__ = ["EventWriter", "events_file"]
 
 
 class EventWriter:

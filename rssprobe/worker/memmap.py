@@ -52,6 +52,8 @@ FILE_TORCH = "file: other torch libraries"
 FILE_OPS = "file: deepspeed ops"
 FILE_PYTHON = "file: python"
 FILE_OTHER = "file: other files"
+PARTS = (TENSORS, GLIBC_IN_USE, GLIBC_FREE, GLIBC_UNWALKED, PYMALLOC, STACKS, ANON_OTHER, SHARED, FILE_TORCH_CPU,
+         FILE_TORCH, FILE_OPS, FILE_PYTHON, FILE_OTHER)
 
 
 @dataclass(frozen=True)

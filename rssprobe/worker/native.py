@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..layout import memray_file
+
 
 class NativeCapture:
     def __init__(self, run_dir: Path, enabled: bool) -> None:
@@ -24,6 +26,6 @@ class NativeCapture:
             return
         import memray
 
-        tracker: Any = memray.Tracker(self.run_dir / f"memray-{name}.bin", native_traces=True)
+        tracker: Any = memray.Tracker(self.run_dir / memray_file(name), native_traces=True)
         with tracker:
             yield

@@ -174,7 +174,7 @@ class SiteRecorder:
         totals.peak = max(totals.peak, peak - rss0)
         inuse = free = 0
         if mi0 is not None and mi1 is not None:
-            inuse = (mi1["uordblks"] + mi1["hblkhd"]) - (mi0["uordblks"] + mi0["hblkhd"])
+            inuse = glibc.in_use(mi1) - glibc.in_use(mi0)
             free = mi1["fordblks"] - mi0["fordblks"]
             totals.inuse += inuse  # type: ignore[operator]
             totals.free += free  # type: ignore[operator]

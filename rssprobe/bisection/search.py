@@ -1,5 +1,7 @@
 """Search logic for bisect, free of I/O: each decision comes from a callable the caller supplies.
 
+The answers are rssprobe.verdicts' bisect answers.
+
 search(): the first item of an ordered list whose figure moved against item 0, by binary
 search. A probe answers "same", "moved", "undecided" (ask again: the caller adds repeats)
 or "skip" (cannot be tested, like `git bisect skip`). An item still undecided after the
@@ -16,7 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-Answer = Literal["same", "moved", "undecided", "skip"]
+from ..verdicts import Answer
+
+__all__ = ["Answer", "DdminResult", "Probe", "SearchResult", "ddmin", "search"]
 T = TypeVar("T")
 
 
@@ -56,7 +60,7 @@ def search(n: int, probe: Callable[[int], Answer], retries: int = 3) -> SearchRe
             break
         mid = (lo + hi) // 2
         index = min(untested, key=lambda i: (abs(i - mid), i))  # nearest to the middle, as git does
-        answer = _decide(index, probe, retries, probes)
+        answer = decide(index, probe, retries, probes)
         if answer == "moved":
             hi = index
         elif answer == "same":
@@ -71,7 +75,7 @@ def search(n: int, probe: Callable[[int], Answer], retries: int = 3) -> SearchRe
     return SearchResult("ambiguous", lo, None if hi == n else hi, candidates, probes, sorted(skipped))
 
 
-def _decide(index: int, probe: Callable[[int], Answer], retries: int, log: list[Probe]) -> Answer:
+def decide(index: int, probe: Callable[[int], Answer], retries: int, log: list[Probe]) -> Answer:
     for attempt in range(1, retries + 2):
         answer = probe(index)
         log.append(Probe(index, attempt, answer))

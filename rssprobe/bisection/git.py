@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)
 LOGGED = re.compile(r"^# (good|bad|skip): \[([0-9a-f]{40})\]", re.M)
@@ -73,13 +73,15 @@ def run(repo: Path, good: str, bad: str, step: list[str], log: Callable[[str], N
 
 
 STEP = """#!/bin/sh
-# One `git bisect run` step, written by rssprobe bisect. Exit: 0 good, 1 bad, 125 skip, 128 abort.
+# One `git bisect run` step, written by rssprobe bisect. Exit: 0 good, 1 bad, 125 skip, 128 abort
+# (the gate's exit code is its verdict's, from rssprobe.verdicts: "~" and undecided skip).
 rev=${{1:-$(git rev-parse HEAD)}}
 out={runs}/$rev
 cd {cwd} || exit 128
 {rssprobe} env create {torch} {source}"@$rev" {pip} >&2 || exit 125  # cannot build it: skip
 rm -rf "$out"
-{rssprobe} run {scenario} {sets} --trim-at-end --repeat {repeat} --out "$out" --env {torch}" "{source}"@$rev" >&2
+{rssprobe} run {scenario} {sets} --trim-at-end --repeat {repeat} --out "$out" --env {torch}" "{source}"@$rev" \\
+    {malloc} >&2
 [ $? -eq 130 ] && exit 128  # Ctrl-C: stop bisecting
 {rssprobe} gate --candidate "$out" {check}
 code=$?
@@ -89,12 +91,14 @@ exit $code
 
 
 def step_script(path: Path, *, rssprobe: list[str], cwd: Path, runs: Path, torch: str, source: Path,
-                scenario: str, sets: list[str], repeat: int, check: list[str], pip: tuple[str, ...]) -> Path:
+                scenario: str, sets: list[str], repeat: int, check: list[str], pip: tuple[str, ...],
+                malloc_env: dict[str, str] | None = None) -> Path:
     """Write the per-commit script (build an env for the revision, run, gate) and make it executable."""
     q = shlex.quote
     path.write_text(STEP.format(
         runs=q(str(runs)), cwd=q(str(cwd)), rssprobe=" ".join(q(a) for a in rssprobe), torch=q(f"torch=={torch}"),
         source=q(f"deepspeed={source}"), pip=" ".join(q(a) for a in pip), scenario=q(scenario),
-        sets=" ".join(f"--set {q(s)}" for s in sets), repeat=repeat, check=" ".join(q(a) for a in check)))
+        sets=" ".join(f"--set {q(s)}" for s in sets), repeat=repeat, check=" ".join(q(a) for a in check),
+        malloc=" ".join(f"--malloc-env {q(f'{k}={v}')}" for k, v in (malloc_env or {}).items())))
     path.chmod(0o755)
     return path

@@ -1,8 +1,7 @@
 """The run matrix as data: the cells of a cartesian product, their index on disk, their figures.
 
-reports/matrix/<name>/matrix.json indexes the cells; each cell is a run group in
-<name>/<cell-id>/. A cell whose group finished (every repeat ended ok, failed or timed
-out) is never run again, so rerunning the same command resumes where it stopped.
+<matrix root>/<name>/matrix.json indexes the cells; each cell is a run group in
+<name>/<cell-id>/ (rssprobe.layout).
 """
 
 from __future__ import annotations
@@ -10,29 +9,21 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from . import storage
-from .analysis import stats
-from .analysis.compare import Side
-from .errors import UserError
+from .. import layout, storage
+from ..analysis import stats
+from ..analysis.compare import Side
+from ..errors import UserError
 
-INDEX = "matrix.json"
 # headline figure -> its column in the table (the JSON output keeps the metric names)
 FIGURES = {"init.rss": "init", "first_step.rss": "first step", "steady.rss": "steady", "peak": "peak",
            "budget.live": "live", "budget.rss_after_trim_above_baseline": "after trim"}
 EFFECTS = ("steady.rss", "budget.rss_after_trim_above_baseline")  # patched minus baseline, per env and allocator
-FINAL = ("ok", "failed", "timeout")  # a run that ended in one of these needs no rerun
 BASELINE = "baseline"
-
-
-def matrix_root() -> Path:
-    return Path(os.environ.get("RSSPROBE_MATRIX", "reports/matrix"))
 
 
 @dataclass(frozen=True)
@@ -46,16 +37,12 @@ class Cell:
     def id(self) -> str:
         parts = [f"torch{self.torch}" if self.torch else "", f"ds{self.deepspeed}" if self.deepspeed else "",
                  self.patch, self.allocator]
-        return re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(p for p in parts if p))
+        return layout.slug("-".join(p for p in parts if p))
 
     @property
     def env_key(self) -> tuple[str | None, str | None, str]:
         """Cells that a patch effect compares: same versions and allocator."""
         return self.torch, self.deepspeed, self.allocator
-
-
-def split(values: str | None) -> list[str]:
-    return [v.strip() for v in (values or "").split(",") if v.strip()]
 
 
 def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators: list[str]) -> list[Cell]:
@@ -67,7 +54,7 @@ def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators
 
 def default_name(scenario: str, definition: dict[str, Any]) -> str:
     digest = hashlib.sha1(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', scenario)}-{digest}"
+    return f"{layout.slug(scenario)}-{digest}"
 
 
 @dataclass
@@ -81,7 +68,7 @@ class Index:
 
     @classmethod
     def open(cls, directory: Path, definition: dict[str, Any], all_cells: list[Cell]) -> Index:
-        path = directory / INDEX
+        path = directory / layout.MATRIX_INDEX
         states: dict[str, dict[str, Any]] = {}
         if path.is_file():
             old = json.loads(path.read_text())
@@ -99,14 +86,6 @@ class Index:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         storage.write_json_atomic(self.path, {"definition": self.definition, "command": self.command,
                                               "updated": storage.now_iso(), "cells": list(self.cells.values())})
-
-
-def finished(group_dir: Path, repeat: int) -> bool:
-    """Every one of `repeat` runs of the cell's group reached a final status."""
-    if not (group_dir / storage.GROUP).is_file():
-        return False
-    runs = storage.GroupDir(group_dir).runs()
-    return len(runs) == repeat and all(r.manifest().get("status") in FINAL for r in runs)
 
 
 def figures(side: Side) -> dict[str, float]:

@@ -1,0 +1,127 @@
+"""The gate workflow for CI: get the two sides (stored, or run now), decide, and publish.
+
+Publishing is the report in the chosen format, one JUnit test case per decided figure,
+and the markdown verdict appended to $GITHUB_STEP_SUMMARY when that is set. The exit
+code is the verdict's, from rssprobe.verdicts (`git bisect run`'s reading).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import groups, launcher, patchset, scale, scenario, verdicts
+from .analysis import metrics, stats
+from .analysis.compare import GATED, Side, compare
+from .analysis.gate import check_limits, load_limits
+from .errors import UserError
+from .reporters import diffviews, junit, markdown, views
+from .reporters.output import emit, show_comparison, show_scale_comparison
+
+
+@dataclass
+class GateRequest:
+    scenario_ref: str | None = None
+    reference: str | None = None
+    candidate: str | None = None
+    run: bool = False
+    limits: Path | None = None
+    repeat: int = 3
+    patched: bool = False
+    patches: list[str] = field(default_factory=list)
+    patch_files: list[Path] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    malloc_env: dict[str, str] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    threshold: float = stats.THRESHOLD
+    alpha: float = stats.ALPHA
+    junit_file: Path | None = None
+    fmt: str = "terminal"
+    force: bool = False
+
+
+def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str],
+           patch_files: list[Path] | None = None) -> Side:
+    req = launcher.RunRequest(scenario=scen, scenario_ref=g.scenario_ref or "", label=label, patches=specs,
+                              malloc_env=g.malloc_env, patch_files=list(patch_files or []))
+    group, _statuses = groups.run_group(req, g.repeat, show=False)
+    return Side.load(str(group.path))
+
+
+def publish(markdown_text: str) -> None:
+    """Append to the GitHub Actions job summary, when running there."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as f:
+            f.write(markdown_text + "\n")
+
+
+def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[str, str, str]]]:
+    assert g.limits is not None
+    ceilings = load_limits(g.limits)
+    if g.candidate:
+        side = Side.load(g.candidate)
+    elif g.scenario_ref:
+        scen = scenario.load(g.scenario_ref, sets)
+        for metric in ceilings:  # before minutes of training, not after
+            metrics.check(f"{g.limits}:", metric, scen)
+        label, specs = patchset.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
+        side = _group(g, scen, label, specs, g.patch_files)
+    else:
+        raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
+    verdict, checks, problems = check_limits(side, ceilings)
+    table = views.Table(f"Ceilings from {g.limits} (bytes per parameter)", ["figure", "limit", "values", "verdict"],
+                        [[c.metric, f"{c.limit:.2f}", ", ".join(f"{v:.2f}" for v in c.values) or "n/a",
+                          c.verdict] for c in checks])
+    lines = [f"gate {side.name} against {g.limits}: verdict {verdict.upper()}", *[f"WARNING: {p}" for p in problems]]
+    data = {"verdict": verdict, "problems": problems, "checks": [c.as_dict() for c in checks]}
+    emit(g.fmt, data, lines, [table], alarm=verdicts.exit_code(verdict) != 0)
+    publish(markdown.render(lines, [table]))
+    return verdict, [(c.metric, c.verdict, c.reason) for c in checks]
+
+
+def _scales_against_each_other(g: GateRequest) -> tuple[str, list[tuple[str, str, str]]]:
+    """Two size sweeps: the slope and the fixed part of each figure decide apart."""
+    assert g.reference and g.candidate
+    result = scale.compare(g.reference, g.candidate, g.metrics or GATED, g.threshold, force=g.force).as_dict()
+    publish(markdown.render(*show_scale_comparison(result, g.fmt)))
+    cases = [(f"{c['figure']} {part}", c[part]["verdict"], c[part]["reason"])
+             for c in result["comparisons"] for part in ("slope", "fixed")]
+    cases += [(f"problem {i + 1}", "undecided", p) for i, p in enumerate(result["problems"])]
+    return result["verdict"], cases
+
+
+def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[str, str, str]]]:
+    if g.reference and g.candidate and (scale.ScaleDir.is_scale(g.reference) or scale.ScaleDir.is_scale(g.candidate)):
+        return _scales_against_each_other(g)
+    if g.reference and g.candidate:
+        a, b = Side.load(g.reference), Side.load(g.candidate)
+    elif g.run and g.scenario_ref:
+        scen = scenario.load(g.scenario_ref, sets)
+        for pattern in g.metrics:  # before minutes of training, not after
+            metrics.check("--metric", pattern, scen)
+        use_set = g.patched or not (g.patches or g.patch_files)  # default candidate: the scenario's patch set
+        label, specs = patchset.resolve(scen, False, use_set, g.patches)
+        if g.patch_files:
+            label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
+        a = _group(g, scen, "baseline", [])
+        b = _group(g, scen, label, specs, g.patch_files)
+    else:
+        raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
+    result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED).as_dict()
+    show_comparison(result, g.fmt)
+    publish(diffviews.verdict_paragraph(result) + "\n\n"
+            + markdown.render(diffviews.header_lines(result), diffviews.tables(result)))
+    cases = [(c["metric"], c["verdict"], c["reason"]) for group in result["comparisons"].values() for c in group]
+    cases += [(f"problem {i + 1}", "undecided", p) for i, p in enumerate(result["problems"])]
+    return result["verdict"], cases
+
+
+def gate(g: GateRequest) -> int:
+    """Decide pass / regression / undecided; the verdict's exit code."""
+    sets = [*g.sets, groups.TRIM_AT_END]
+    verdict, cases = _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)
+    if g.junit_file:
+        junit.write(g.junit_file, "rssprobe.gate", cases)
+    return verdicts.exit_code(verdict)

@@ -1,0 +1,99 @@
+"""Options shared by several commands, declared once (as asv's commands/common_args.py).
+
+Each decorator adds its options; the parse helpers turn their raw values into what the
+library takes, raising UserError (one line, exit 2) on bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import UserError
+from ..reporters.output import FORMATS
+
+F = Callable[..., Any]
+
+
+def python_options(f: F) -> F:
+    f = click.option("--python", "python", metavar="PATH",
+                     help="The worker's Python (must have torch and deepspeed installed).")(f)
+    return click.option("--env", "env_ref", metavar="SPEC|NAME",
+                        help="Run in an isolated environment: a name from `rssprobe env list`, or a spec such as "
+                             "'torch==2.13.0 deepspeed==0.19.8' (built on first use).")(f)
+
+
+def pip_flags(f: F) -> F:
+    f = click.option("--index-url", help="Passed to pip when an environment is built.")(f)
+    return click.option("--find-links", "find_links", multiple=True, metavar="DIR",
+                        help="Passed to pip when an environment is built (repeatable).")(f)
+
+
+def format_option(choices: list[str] | None = None) -> Callable[[F], F]:
+    return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default="terminal")
+
+
+def malloc_env_option(help: str = "glibc knob, e.g. MALLOC_ARENA_MAX=2 (repeatable).") -> Callable[[F], F]:
+    return click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help=help)
+
+
+def scenario_sets(f: F) -> F:
+    f = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")(f)
+    return click.option("--steps", type=int, help="Shortcut for --set steps=N.")(f)
+
+
+def fresh_option(f: F) -> F:
+    return click.option("--fresh", is_flag=True, help="Start over: discard the runs a previous invocation left.")(f)
+
+
+def sets_of(overrides: tuple[str, ...], steps: int | None, *extra: str) -> list[str]:
+    """--set values plus the shortcuts, in the order scenario.load applies them."""
+    return [*overrides, *([f"steps={steps}"] if steps is not None else []), *extra]
+
+
+def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{flag} {item}: expected NAME=VALUE")
+        out[key] = value
+    return out
+
+
+def malloc_env(values: tuple[str, ...], default: dict[str, str] | None = None) -> dict[str, str]:
+    """--malloc-env NAME=VALUE pairs (glibc MALLOC_* knobs only); `default` when none is given."""
+    env = pairs(values, "--malloc-env")
+    bad = [k for k in env if not k.startswith("MALLOC_")]
+    if bad:
+        raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
+    return env if values else dict(default or {})
+
+
+def split(values: str | None) -> list[str]:
+    """'a, b,c' -> ['a', 'b', 'c']."""
+    return [v.strip() for v in (values or "").split(",") if v.strip()]
+
+
+def configuration_options(f: F) -> F:
+    """What one run configuration is, as `run` and `scale` take it: scenario fields, patches,
+    allocator and glibc knobs, label, repeats and the worker's Python."""
+    for option in reversed([
+        click.option("--world-size", type=int,
+                     help="Ranks on this machine (torchrun); shortcut for --set world_size=N."),
+        click.option("--baseline", is_flag=True, help="Apply no patch (the default)."),
+        click.option("--patched", is_flag=True, help="Apply the scenario's declared patch set (default pr8132)."),
+        click.option("--patch", "patches", multiple=True, metavar="NAME", help="Apply an intervention (repeatable)."),
+        click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
+                     help="Unified diff against the installed deepspeed/torch, applied to an overlay (repeatable)."),
+        click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"])),
+        malloc_env_option(),
+        click.option("--label", help="Name the run (default: baseline, patched or the patch names)."),
+        click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
+                     help="N fresh worker processes of the same configuration, stored as one run group."),
+    ]):
+        f = option(f)
+    return python_options(scenario_sets(f))

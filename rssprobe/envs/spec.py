@@ -1,0 +1,104 @@
+"""An environment's spec: a pinned torch, DeepSpeed (a version or a local source), extras; its name."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from .. import layout
+from ..errors import UserError
+
+MAX_NAME = 40
+
+
+@dataclass(frozen=True)
+class Source:
+    """DeepSpeed from a local checkout: its working tree, or one git revision of it."""
+
+    path: Path
+    commit: str | None = None  # None: the working tree as it is
+
+    def canonical(self) -> str:
+        return f"deepspeed={self.path}" + (f"@{self.commit}" if self.commit else "")
+
+    def short(self) -> str:
+        if self.commit:
+            return f"ds-{self.commit[:10]}"
+        return f"dssrc-{hashlib.sha1(str(self.path).encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    torch: str  # the pinned version
+    deepspeed: str | Source  # a version or a local source
+    extras: tuple[str, ...] = field(default_factory=tuple)  # further requirements, passed to pip as they are
+
+    @classmethod
+    def parse(cls, items: list[str] | tuple[str, ...]) -> EnvSpec:
+        """'torch==V' 'deepspeed==V|deepspeed=PATH|deepspeed=PATH@REV' [other requirements]; also one string."""
+        words = [w for item in items for w in item.split()]
+        torch = deepspeed = None
+        extras: list[str] = []
+        for word in words:
+            if word.startswith("deepspeed=") and not word.startswith("deepspeed=="):
+                deepspeed = _source(word.split("=", 1)[1])
+                continue
+            try:
+                req = Requirement(word)
+            except InvalidRequirement as e:
+                raise UserError(f"env spec {word}: not a requirement ({e})") from None
+            name = req.name.lower()
+            if name == "torch":
+                torch = _pinned(req, word)
+            elif name == "deepspeed":
+                deepspeed = _pinned(req, word)
+            else:
+                extras.append(word)
+        if torch is None:
+            raise UserError(f"env spec {' '.join(words) or '(empty)'}: give torch==VERSION (always pinned: an "
+                            "unpinned torch pulls a multi-GB CUDA build)")
+        if deepspeed is None:
+            raise UserError(f"env spec {' '.join(words)}: give deepspeed==VERSION, deepspeed=PATH or "
+                            "deepspeed=PATH@REV")
+        return cls(torch, deepspeed, tuple(sorted(extras)))
+
+    def canonical(self) -> list[str]:
+        ds = self.deepspeed.canonical() if isinstance(self.deepspeed, Source) else f"deepspeed=={self.deepspeed}"
+        return [f"torch=={self.torch}", ds, *self.extras]
+
+    @property
+    def name(self) -> str:
+        ds = self.deepspeed.short() if isinstance(self.deepspeed, Source) else f"ds{self.deepspeed}"
+        name = layout.slug(f"torch{self.torch}-{ds}")
+        if self.extras or len(name) > MAX_NAME:
+            return "env-" + hashlib.sha1(" ".join(self.canonical()).encode()).hexdigest()[:12]
+        return name
+
+
+def _pinned(req: Requirement, word: str) -> str:
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
+        hint = " (an unpinned torch pulls a multi-GB CUDA build)" if req.name.lower() == "torch" else ""
+        raise UserError(f"env spec {word}: pin an exact version, e.g. {req.name}==2.13.0{hint}")
+    return specs[0].version
+
+
+def _source(value: str) -> Source:
+    path_text, rev = value, None
+    head, sep, tail = value.rpartition("@")
+    if sep and head and "/" not in tail:
+        path_text, rev = head, tail
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_dir():
+        raise UserError(f"env spec deepspeed={value}: {path} is not a directory")
+    if rev is None:
+        return Source(path)
+    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise UserError(f"env spec deepspeed={value}: {rev} is not a revision of the git checkout {path}")
+    return Source(path, out.stdout.strip())

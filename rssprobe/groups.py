@@ -1,0 +1,126 @@
+"""Running one configuration: a single run with a progress bar, or a group of N fresh runs.
+
+The group runner that run, gate, matrix and bisect share; `rerun_argv` is the `rssprobe run`
+command line a group started by matrix or bisect records, so it can be rerun on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from . import envs, launcher, patchset, scenario, storage
+from .errors import UserError
+from .log import say
+from .reporters.output import show_entry
+
+# glibc's dynamic mmap threshold makes identical runs retain different amounts (+-4 B/param of
+# raw RSS, in 8-32 MiB jumps); workflows that compare versions fix it unless told otherwise.
+STEADY_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+# and end every run with malloc_trim(0): RSS after it is a low-noise figure (--trim-at-end)
+TRIM_AT_END = "probes.trim_at_end=true"
+
+
+def exit_code(status: str) -> int:
+    return {"ok": 0, "interrupted": 130}.get(status, 1)
+
+
+def run_one(req: launcher.RunRequest, show: bool = True, title: str = "") -> launcher.RunResult:
+    """Run with a progress bar, then print the summary."""
+    from .progress import RunProgress
+
+    prepared = launcher.prepare(req)
+    with RunProgress(req.scenario.steps, title or f"{req.scenario.name} [{req.label}]",
+                     ranks=req.scenario.world_size) as progress:
+        result = launcher.run(prepared, progress)
+    if show:
+        show_entry(result.run, "terminal")
+        click.echo(f"run directory: {result.run.path}", err=True)
+    return result
+
+
+def run_group(req: launcher.RunRequest, repeat: int, show: bool = True,
+              title: str = "") -> tuple[storage.GroupDir, list[str]]:
+    """N fresh runs of one configuration into a group directory; stops early on Ctrl-C."""
+    group = storage.GroupDir.create(req.out, req.scenario.name, req.label, repeat)
+    statuses = []
+    for i in range(1, repeat + 1):
+        run_title = f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}"
+        result = run_one(dataclasses.replace(req, out=group.member(i)), show=False, title=run_title)
+        statuses.append(result.status)
+        if result.status == "interrupted":
+            break
+    if show:
+        show_entry(group, "terminal")
+        click.echo(f"group directory: {group.path}", err=True)
+    return group, statuses
+
+
+FINAL = ("ok", "failed", "timeout")  # a run that ended in one of these needs no rerun
+
+
+def finished(group_dir: Path, repeat: int) -> bool:
+    """Every one of `repeat` runs of the group reached a final status (so a resumed workflow reuses it)."""
+    if not (group_dir / storage.GROUP).is_file():
+        return False
+    runs = storage.GroupDir(group_dir).runs()
+    return len(runs) == repeat and all(r.manifest().get("status") in FINAL for r in runs)
+
+
+def rerun_argv(ref: str, sets: list[str], patches: list[str], repeat: int, out: Path, env_name: str | None,
+               python: str, allocator: str = "glibc", malloc_env: dict[str, str] | None = None) -> list[str]:
+    """The `rssprobe run` command line that reproduces one group started by matrix or bisect."""
+    argv = ["rssprobe", "run", ref, *[a for s in sets for a in ("--set", s)], "--trim-at-end",
+            "--allocator", allocator, "--repeat", str(repeat), "--out", str(out)]
+    argv += [a for p in patches for a in ("--patch", p)]
+    argv += [a for k, v in (malloc_env or {}).items() for a in ("--malloc-env", f"{k}={v}")]
+    return argv + (["--env", env_name] if env_name else ["--python", python])
+
+
+@dataclass
+class Start:
+    """What `rssprobe run` was asked for."""
+
+    scenario_ref: str
+    sets: list[str]
+    out: Path | None = None
+    baseline: bool = False
+    patched: bool = False
+    patches: list[str] = field(default_factory=list)
+    patch_files: list[Path] = field(default_factory=list)
+    allocator: str = "glibc"
+    malloc_env: dict[str, str] = field(default_factory=dict)
+    label: str | None = None
+    memray: bool = False
+    repeat: int = 1
+    env_ref: str | None = None
+    python: str | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+def start(s: Start) -> int:
+    """One run, or a group with repeat > 1; the exit code of the worst run."""
+    req = build_request(s)
+    if s.repeat == 1:
+        return exit_code(run_one(req).status)
+    _group, statuses = run_group(req, s.repeat)
+    return max(exit_code(status) for status in statuses)
+
+
+def build_request(s: Start) -> launcher.RunRequest:
+    """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
+    scen = scenario.load(s.scenario_ref, s.sets)
+    patch_label, specs = patchset.resolve(scen, s.baseline, s.patched, s.patches)
+    if s.patch_files:
+        if s.baseline:
+            raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")
+        names = "+".join(p.stem for p in s.patch_files)
+        patch_label = names if patch_label == "baseline" else f"{patch_label}+{names}"
+    worker_python, env_name = envs.resolve_python(s.env_ref, s.python, log=say)
+    argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
+    return launcher.RunRequest(scenario=scen, scenario_ref=s.scenario_ref, label=s.label or patch_label,
+                               patches=specs, allocator=s.allocator, malloc_env=s.malloc_env, out=s.out,
+                               patch_files=s.patch_files, memray=s.memray, python=worker_python, command=argv)

@@ -1,0 +1,79 @@
+"""The verdicts, and what each one means to every consumer, in one table.
+
+A verdict is what analysis.stats.compare says about one figure (B against A, higher is
+worse), and what a gate says about a whole comparison. Every consumer reads TABLE: the
+gate's exit code (`git bisect run`'s reading: 0 good, 1 bad, 125 skip), the JUnit state,
+the answer a bisect probe gives, and the words the reports print. So "~" means one thing
+everywhere: the change passes the threshold but the repeats cannot confirm it, which is
+"cannot decide yet" (exit 125, JUnit skipped, bisect asks again with more repeats).
+
+Bisect is directional, as `git bisect` is: its answer is given for a sought increase; for a
+sought decrease regression and improvement swap (answer()). A significant move the other
+way is reported, not taken for the change being sought.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Verdict = Literal["regression", "improvement", "same", "~", "undecided", "pass"]
+Answer = Literal["same", "moved", "undecided", "skip"]
+Direction = Literal["up", "down"]
+JUnit = Literal["passed", "failure", "skipped"]
+
+
+@dataclass(frozen=True)
+class Meaning:
+    exit_code: int  # gate, and so `git bisect run` for commit bisect
+    junit: JUnit
+    bisect: Answer  # when the sought change is an increase
+    mark: str  # a table cell
+    words: str  # the verdict sentence of a report
+
+
+TABLE: dict[str, Meaning] = {
+    "regression": Meaning(1, "failure", "moved", "REGRESSION", "B needs more host memory than A"),
+    "improvement": Meaning(0, "passed", "same", "improvement", "B needs less host memory than A"),
+    "same": Meaning(0, "passed", "same", "", "no figure differs"),
+    "~": Meaning(125, "skipped", "undecided", "~ (not significant)",
+                 "a change past the threshold that the repeats cannot confirm: run more repeats"),
+    "undecided": Meaning(125, "skipped", "undecided", "undecided", "the data cannot decide"),
+    # the gate's word for a whole comparison, or a ceiling, where nothing that decides differs
+    "pass": Meaning(0, "passed", "same", "pass", "no figure differs"),
+}
+VERDICTS: tuple[str, ...] = tuple(TABLE)
+# A figure that does not decide is shown with its direction only (raw RSS moves with glibc noise).
+INFORMATIVE = {"regression": "higher (informative)", "improvement": "lower (informative)"}
+
+
+def meaning(verdict: str) -> Meaning:
+    return TABLE[verdict]
+
+
+def exit_code(verdict: str) -> int:
+    return TABLE[verdict].exit_code
+
+
+def answer(verdict: str, direction: Direction = "up") -> Answer:
+    """The bisect answer of a verdict when the sought change goes `direction`."""
+    if direction == "down":
+        verdict = {"regression": "improvement", "improvement": "regression"}.get(verdict, verdict)
+    return TABLE[verdict].bisect
+
+
+def mark(verdict: str, decides: bool = True) -> str:
+    return TABLE[verdict].mark if decides else INFORMATIVE.get(verdict, TABLE[verdict].mark)
+
+
+def overall(verdicts: list[str], problems: bool = False) -> str:
+    """A gate's verdict over the figures that decide: regression > undecided (or ~) > improvement > pass."""
+    if not verdicts:
+        return "undecided"
+    if "regression" in verdicts:
+        return "regression"
+    if problems or any(exit_code(v) == 125 for v in verdicts):
+        return "undecided"
+    if "improvement" in verdicts:
+        return "improvement"
+    return "pass"
