@@ -219,7 +219,7 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
         order = [labels.index(name) for name in ("RSS above baseline", *reversed(segments))]
         ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
                   bbox_to_anchor=(1.01, 1.0), fontsize="small", title="segment", markerscale=0.4)
-        ax.margins(y=0.08)
+        ax.margins(y=0.15)
     else:
         _empty(ax, "no run has a live-buffer census")
     ax.axhline(0, color="0.3", linewidth=0.8)
