@@ -31,6 +31,8 @@ def test_two_ranks_each_hold_half_of_the_partitioned_state(runs_dir: Path, tiny_
             # per parameter of the rank's own partition, the figure is the 1-rank one again
             assert abs(r["metrics_per_partition_param"][f"role.{role}"] - one_rank[role]) < 0.05
         assert abs(r["metrics"]["role.bit16_params"] - 2) < 0.05  # ZeRO-2 keeps full bit16 params per rank
+        # ...so it, and every figure that is not a partitioned role, has no per-partition reading
+        assert set(r["metrics_per_partition_param"]) == {f"role.{role}" for role in (*PARTITIONED, "h2d_staging")}
     assert len(pd.read_parquet(out / "steps.rank1.parquet")) == 4
     shown = json.loads(rssprobe("show", str(out), "--rank", "1", "--format", "json", check=True).stdout)
     assert shown["rank"] == 1 and shown["budget"]["roles"]["fp32_master"] < 2.1

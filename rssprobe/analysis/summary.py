@@ -15,6 +15,7 @@ from typing import Any
 
 from ..sites_config import short_name
 from ..storage import NATIVE, RunDir
+from ..worker.census import partitioned_roles
 from ..worker.glibc import in_use
 
 SITE_PHASES = ("init", "first_step", "steady")
@@ -55,7 +56,9 @@ class Summary:
         self.params: int | None = model["params"] if model else None
         partition = self._first("partition")
         self.partition_params: int | None = partition["params"] if partition else None
-        self.estimator = model.get("estimator_cpu_bytes") if model else None
+        # DeepSpeed's estimate is absolute host memory for a whole node; a rank's share is shown
+        estimate = model.get("estimator_cpu_bytes") if model else None
+        self.estimator = None if estimate is None else estimate / (model.get("estimator_ranks_per_node") or 1)
         phases = {e["name"]: e for e in self.by_kind.get("phase", [])}
         self.phase_events = phases
         self.baseline = phases.get("pre_model")
@@ -259,7 +262,9 @@ class Summary:
         }
 
     def per_rank(self) -> list[dict[str, Any]]:
-        """Each rank's headline figures, per parameter of the whole model and of its partition."""
+        """Each rank's headline figures per parameter of the whole model; the partitioned roles (each rank
+        holds its share only) also per parameter of the rank's partition."""
+        partitioned = {f"role.{name}" for name in partitioned_roles()}
         rows = []
         for rank in range(self.manifest.get("world_size", 1)):
             other = self if rank == self.rank else Summary(self.run, rank)
@@ -269,7 +274,8 @@ class Summary:
             rows.append({"rank": rank, "status": state.get("status"), "error": state.get("error"),
                          "steps_done": len(other.steps), "partition_params": other.partition_params,
                          "metrics": metrics,
-                         "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()} if ratio else None})
+                         "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()
+                                                         if k in partitioned} if ratio else None})
         return rows
 
     def native(self) -> dict[str, Any] | None:

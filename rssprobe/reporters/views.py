@@ -99,7 +99,7 @@ def budget_table(s: dict[str, Any]) -> Table | None:
     rows = (("not_attributed", "+ not attributed"), ("rss_above_baseline", "= RSS above baseline")) if parts else \
         (("rss_above_baseline", "RSS above baseline"), ("unexplained", "unexplained (RSS - live)"))
     for key, label in (*rows, ("malloc_trim_released", "malloc_trim(0) at end released"),
-                       ("estimator", "DeepSpeed estimator (reference)")):
+                       ("estimator", "DeepSpeed estimator, a rank's share (absolute)")):
         values = [b.get(f"{key}_bytes_per_param") for b in budgets]
         if any(v is not None for v in values):
             t.rows.append([label, *[bpp(v) for v in values]])
@@ -158,11 +158,13 @@ def ranks_table(s: dict[str, Any]) -> Table | None:
     if not ranks:
         return None
     t = Table(f"Per rank ({s['world_size']} ranks; bytes per parameter of the whole model, "
-              "[per parameter of the rank's partition])", ["rank", "status", "steps", *RANK_FIGURES])
+              "[per parameter of the rank's partition] for the roles ZeRO partitions)",
+              ["rank", "status", "steps", *RANK_FIGURES])
     for r in ranks:
         per_part = r["metrics_per_partition_param"] or {}
         t.rows.append([str(r["rank"]), r["status"] or NA, str(r["steps_done"]),
-                       *[f"{bpp(r['metrics'].get(f))} [{bpp(per_part.get(f))}]" for f in RANK_FIGURES]])
+                       *[bpp(r["metrics"].get(f)) + (f" [{bpp(per_part[f])}]" if f in per_part else "")
+                         for f in RANK_FIGURES]])
     for name, fn in (("max", max), ("mean", lambda v: sum(v) / len(v))):
         row = [name, "", ""]
         for f in RANK_FIGURES:
@@ -183,7 +185,9 @@ def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
             for row in rows[:top]:
                 t.rows.append([phase, kind, row["where"], bpp(row["bytes_per_param"]), f"{row['allocations']:,}"])
     t.note = ("leaked = allocated in the phase and still alive at its end; high_watermark = alive at the phase's "
-              "peak. memray's own buffers inflate this run's RSS figures: compare runs made without --memray.")
+              "peak. steady is ONE capture over all steps after the first (cumulative, not a mean per step as "
+              "in the site table). memray's own buffers inflate this run's RSS figures: compare runs made "
+              "without --memray.")
     return t
 
 

@@ -97,8 +97,10 @@ class Worker:
 
         model, groups, params = training.build_model(self.scenario)
         self.ctx.params = params
-        self.events.emit("model", params=params, param_groups=len(groups),
-                         estimator_cpu_bytes=training.estimator_cpu_bytes(params))
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+        nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // local)
+        self.events.emit("model", params=params, param_groups=len(groups), estimator_ranks_per_node=local,
+                         estimator_nodes=nodes, estimator_cpu_bytes=training.estimator_cpu_bytes(params, local, nodes))
         self.phase("after_model")
 
         for spec in self.spec["patches"]:
@@ -128,8 +130,8 @@ class Worker:
         self.census("end")
         if self.scenario["probes"]["trim_at_end"]:
             before = self.probe()
-            returned = glibc.malloc_trim(0)
-            self.events.emit("trim_at_end", returned=returned, before=before, after=self.probe())
+            released_any = glibc.malloc_trim(0)  # malloc_trim's own answer: 1 if it released memory
+            self.events.emit("trim_at_end", released_any=released_any, before=before, after=self.probe())
         self.events.emit("end", status="ok", effects=self.ctx.effects)
 
     def train(self, recorder: SiteRecorder) -> None:

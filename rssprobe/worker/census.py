@@ -22,9 +22,17 @@ import tomllib
 from .memmap import Reader
 
 
+def _roles_file() -> list[dict[str, Any]]:
+    return tomllib.loads(resources.files("rssprobe.data").joinpath("roles.toml").read_text())["role"]
+
+
 def load_roles() -> list[tuple[str, list[str]]]:
-    text = resources.files("rssprobe.data").joinpath("roles.toml").read_text()
-    return [(r["name"], list(r["paths"])) for r in tomllib.loads(text)["role"]]
+    return [(r["name"], list(r["paths"])) for r in _roles_file()]
+
+
+def partitioned_roles() -> frozenset[str]:
+    """The roles ZeRO splits across data-parallel ranks (declared in roles.toml)."""
+    return frozenset(r["name"] for r in _roles_file() if r.get("partitioned"))
 
 
 def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:

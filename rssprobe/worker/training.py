@@ -79,12 +79,13 @@ def initialize(model: Any, groups: list[dict[str, Any]], ds_config: dict[str, An
     return engine
 
 
-def estimator_cpu_bytes(params: int) -> int | None:
-    """DeepSpeed's own host-memory estimate for ZeRO-2 with CPU offload on one GPU, for reference."""
+def estimator_cpu_bytes(params: int, ranks_per_node: int = 1, nodes: int = 1) -> int | None:
+    """DeepSpeed's own host-memory estimate for ZeRO-2 with CPU offload: absolute bytes for a whole node
+    of `ranks_per_node` ranks (model states only), for reference."""
     try:
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
     except ImportError:
         return None
-    cpu_mem, _gpu_mem = estimate_zero2_model_states_mem_needs(params, num_gpus_per_node=1, num_nodes=1,
-                                                              cpu_offload=True)
+    cpu_mem, _gpu_mem = estimate_zero2_model_states_mem_needs(params, num_gpus_per_node=ranks_per_node,
+                                                              num_nodes=nodes, cpu_offload=True)
     return cpu_mem
