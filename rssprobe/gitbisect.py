@@ -80,7 +80,7 @@ cd {cwd} || exit 128
 {rssprobe} env create {torch} {source}"@$rev" {pip} >&2 || exit 125  # cannot build it: skip
 rm -rf "$out"
 {rssprobe} run {scenario} {sets} --trim-at-end --repeat {repeat} --out "$out" --env {torch}" "{source}"@$rev" >&2
-[ $? -eq 130 ] && exit 128  # Ctrl-C: stop bisecting
+case $? in 130|143) exit 128;; esac  # Ctrl-C or SIGTERM: stop bisecting
 {rssprobe} gate --candidate "$out" {check}
 code=$?
 [ $code -eq 2 ] && exit 128  # a usage error is not a bad commit: stop

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, overlay, sites_config, storage
+from . import host, lifeline, opcache, overlay, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -105,11 +105,13 @@ def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out
         return "timeout", "the worker ran past the scenario's timeout_s and was killed"
     end = kinds.get("end")
     if interrupted or (end and end.get("status") == "interrupted"):
-        return "interrupted", "interrupted (Ctrl-C)"
+        return "interrupted", "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
     if end and end.get("status") == "ok" and returncode in (0, None):  # None: a rank torchrun did not report
         return "ok", None
     if "error" in kinds:
         return "failed", kinds["error"]["message"]
+    if end and end.get("status") == "terminated":
+        return "failed", "stopped by SIGTERM (another rank failed, or its launcher ended)"
     if returncode is None:
         return "failed", "did not finish (no end event: stopped after another rank failed, died, or still running)"
     if returncode < 0:
@@ -174,10 +176,12 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
     run_dir.update_manifest(status="running", started=storage.now_iso())
     timed_out = interrupted = False
+    opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     with open(run_dir.path / storage.WORKER_LOG, "wb") as log:
+        # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         proc = subprocess.Popen(worker_command(req, run_dir), env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
         deadline = time.monotonic() + req.scenario.timeout_s
         follower = _Follower(run_dir.path, on_event)
         try:
@@ -300,5 +304,5 @@ def _interrupt(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=15)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+    except (ProcessLookupError, subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C / SIGTERM
         _kill(proc)

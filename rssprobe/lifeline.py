@@ -1,0 +1,112 @@
+"""Nothing outlives the orchestrator: SIGTERM is an interruption, and children die with their parent.
+
+Two halves, both stdlib only (the worker imports this before anything heavy):
+
+* The orchestrator (``rssprobe ...``) treats SIGTERM, which CI systems send on cancel or time-out,
+  like Ctrl-C: a handler raises KeyboardInterrupt, so a run in progress is stopped the way Ctrl-C
+  stops it and is marked "interrupted" with its finished steps. The command then exits with 143
+  (128 + SIGTERM) instead of Ctrl-C's 130, so a caller can tell the two apart.
+* Every process the orchestrator launches (the worker, or torchrun) and every worker rank asks the
+  kernel for a signal when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``). That covers what no
+  handler can: a SIGKILL of rssprobe, or of torchrun (whose ranks run in sessions of their own and
+  are out of reach of a signal to torchrun's process group).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
+
+terminated = False  # set once this process got SIGTERM
+
+
+def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> bool:
+    """Have the kernel send `sig` to this process when its parent dies (Linux only).
+
+    `parent`: the pid the parent had before the call (default: the current parent). If it already
+    died before the request took effect (the race every PDEATHSIG user has), the signal is sent now.
+    False where the kernel has no prctl (not Linux): the process then lives on as before.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    expected = os.getppid() if parent is None else parent
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != expected or expected == 1:  # re-parented: the parent is already gone
+        os.kill(os.getpid(), sig)
+    return True
+
+
+def child_dies_with_me(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A Popen preexec_fn: the child (and what it execs) gets `sig` when this process dies.
+
+    SIGTERM, not SIGKILL: the worker then ends its compilers and releases torch's build lock
+    (see worker_terminated), and torchrun stops its ranks before it exits.
+    """
+    me = os.getpid()
+
+    def preexec() -> None:
+        die_with_parent(sig, parent=me)
+
+    return preexec
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    global terminated
+    terminated = True
+    raise KeyboardInterrupt
+
+
+def handle_sigterm_like_ctrl_c() -> None:
+    """In the orchestrator: SIGTERM takes Ctrl-C's path (and the exit code becomes 143)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+class Terminated(BaseException):
+    """Raised in the worker by SIGTERM (a BaseException: library code's `except Exception` must not eat it)."""
+
+
+def _raise_terminated(_signum: int, _frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough; the group signal below comes back here
+    raise Terminated
+
+
+def worker_lifeline() -> None:
+    """In the worker, first thing: die with the parent, and end by SIGTERM through Python.
+
+    The exception unwinds through torch's JIT build (its `finally` removes the build directory's
+    `lock` file; a worker killed outright leaves it behind and every later run waits on it).
+    """
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    # Ctrl-C's path (the orchestrator's SIGINT) even where SIGINT came in ignored, as it does for a
+    # background job of a non-interactive shell (`rssprobe run ... &` in a CI script)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    die_with_parent(signal.SIGTERM)
+
+
+def end_own_process_group() -> None:
+    """The worker (a session leader: the launcher's and torchrun's children both are) ends the
+    compilers it started (ninja, c++), which would otherwise finish their work as orphans."""
+    if os.getpgrp() == os.getpid():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            os.killpg(os.getpid(), signal.SIGTERM)
+        except OSError:
+            pass
+
+
+def exit_code(code: int | str | None) -> int | str | None:
+    """Ctrl-C's exit code 130 becomes 143 when it was a SIGTERM that interrupted."""
+    return EXIT_TERMINATED if terminated and code == EXIT_INTERRUPTED else code
