@@ -14,14 +14,14 @@ from pathlib import Path
 
 import click
 
-from .. import launcher, patchset, scenario
+from .. import interleave, launcher, patchset, scenario
 from ..analysis import stats
 from ..analysis.compare import GATED, Side, compare
 from ..analysis.gate import EXIT, check_limits, load_limits
 from ..errors import UserError
 from ..reporters import diffviews, junit, markdown, views
 from .diff import render
-from .run import execute_group, pairs
+from .run import execute, execute_group, pairs
 from .show import emit
 
 
@@ -31,6 +31,15 @@ def _group(scen: scenario.Scenario, ref: str, label: str, specs: list[str], repe
                               patch_files=list(patch_files))
     group, _statuses = execute_group(req, repeat, show=False)
     return Side.load(str(group.path))
+
+
+def _interleaved(scen: scenario.Scenario, ref: str, sides: list[tuple[str, list[str], tuple[Path, ...]]],
+                 repeat: int, malloc_env: dict[str, str]) -> list[Side]:
+    """The sides' run groups measured alternately, run by run (drift must not pass for a difference)."""
+    reqs = [launcher.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs, malloc_env=malloc_env,
+                                patch_files=list(files)) for label, specs, files in sides]
+    done = interleave.run_groups(reqs, repeat, lambda req, title: execute(req, show=False, title=title))
+    return [Side.load(str(group.path)) for group, _statuses in done]
 
 
 def _publish(markdown_text: str) -> None:
@@ -101,8 +110,7 @@ def command(scenario_ref: str | None, scenario_opt: str | None, reference: str |
             label, specs = patchset.resolve(scen, False, use_set, list(patches))
             if patch_files:
                 label = "+".join([*([label] if specs else []), *(p.stem for p in patch_files)])
-            a = _group(scen, scenario_ref, "baseline", [], repeat, env)
-            b = _group(scen, scenario_ref, label, specs, repeat, env, patch_files)
+            a, b = _interleaved(scen, scenario_ref, [("baseline", [], ()), (label, specs, patch_files)], repeat, env)
         else:
             raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
         result = compare(a, b, threshold, alpha, force, tuple(metrics) or GATED).as_dict()
