@@ -297,6 +297,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    lifeline.kill_session(proc.pid)  # the compilers too: ninja gives each a process group of its own
 
 
 def _interrupt(proc: subprocess.Popen[bytes]) -> None:

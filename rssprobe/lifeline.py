@@ -18,6 +18,7 @@ import ctypes
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -79,7 +80,7 @@ class Terminated(BaseException):
 
 
 def _raise_terminated(_signum: int, _frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough; the group signal below comes back here
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
     raise Terminated
 
 
@@ -96,15 +97,40 @@ def worker_lifeline() -> None:
     die_with_parent(signal.SIGTERM)
 
 
-def end_own_process_group() -> None:
-    """The worker (a session leader: the launcher's and torchrun's children both are) ends the
-    compilers it started (ninja, c++), which would otherwise finish their work as orphans."""
-    if os.getpgrp() == os.getpid():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def session_members(sid: int) -> list[int]:
+    """Live processes of session `sid` other than this one (ninja puts each compiler in a process group
+    of its own, so a signal to the worker's group misses them; the session still holds them all)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    out.append(int(entry.name))
+            except OSError:
+                continue  # ended meanwhile
+    return out
+
+
+def kill_session(sid: int, sig: int = signal.SIGKILL) -> None:
+    """Send `sig` to every process of session `sid` (except this one)."""
+    for pid in session_members(sid):
         try:
-            os.killpg(os.getpid(), signal.SIGTERM)
+            os.kill(pid, sig)
         except OSError:
-            pass
+            continue
+
+
+def end_own_session(grace_s: float = 2.0) -> None:
+    """The worker, on its way out, ends what it started (ninja and the compilers under it, which would
+    otherwise finish their work as orphans). Only as a session leader, as the launcher's worker and every
+    torchrun rank are; a worker started some other way leaves its session alone."""
+    if os.getsid(0) != os.getpid():
+        return
+    kill_session(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while session_members(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kill_session(os.getpid(), signal.SIGKILL)
 
 
 def exit_code(code: int | str | None) -> int | str | None:

@@ -171,3 +171,30 @@ def test_a_run_recovers_from_a_stale_lock_in_its_op_cache(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"removed stale build lock {lock}" in proc.stderr
     assert not lock.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_while_compiling_leaves_no_compiler_and_no_lock(tmp_path: Path, sig: int) -> None:
+    """An empty op cache: the worker compiles its first op; rssprobe is stopped (SIGTERM) or killed (SIGKILL)."""
+    cache = tmp_path / "cache"
+    proc = _start(["tiny", "--steps", "1", "--out", str(tmp_path / "r")], tmp_path, env={"RSSPROBE_CACHE": str(cache)})
+    deadline = time.monotonic() + 300
+    compilers: list[int] = []
+    while not compilers:  # the build lock is taken and ninja runs in the op's build directory
+        assert time.monotonic() < deadline and proc.poll() is None, "no compile started"
+        locks = list(cache.glob("torch_extensions/*/*/lock"))
+        compilers = opcache.workers_in(locks[0].parent) if locks else []
+        time.sleep(0.1)
+    worker = next(e["pid"] for e in _events(tmp_path / "r" / "events.jsonl") if e["event"] == "hello")
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    _gone_within([worker, *compilers], 30)
+    t0 = time.monotonic()
+    while opcache.workers_in(locks[0].parent):  # the compilers ninja had started (c++, cc1plus)
+        assert time.monotonic() - t0 < 10, f"compilers still running: {opcache.workers_in(locks[0].parent)}"
+        time.sleep(0.1)
+    assert not locks[0].exists()  # released on the way out: later runs do not wait on it
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143
+        manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted" and manifest["steps_done"] == 0

@@ -191,7 +191,6 @@ def main(argv: list[str]) -> int:
         return 130
     except lifeline.Terminated:  # SIGTERM: the orchestrator (or torchrun) ended, or stops this rank
         worker.events.emit("end", status="terminated")
-        lifeline.end_own_process_group()
         return lifeline.EXIT_TERMINATED
     except BaseException as e:
         worker.events.emit("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
@@ -199,6 +198,7 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         worker.events.close()
+        lifeline.end_own_session()  # compilers it started (ninja gives each a process group of its own)
 
 
 if __name__ == "__main__":
