@@ -65,6 +65,7 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
         # the worker's Python's bin (ninja for JIT-compiled ops lives there in a venv)
         "PATH": os.pathsep.join([str(Path(req.python).parent), env.get("PATH", "")]),
         "TORCH_EXTENSIONS_DIR": str(host.ops_cache_dir(req.python, torch_version, ds_version)),
+        lifeline.ORCHESTRATOR_ENV: str(os.getpid()),  # the worker's parent-death check (lifeline.die_with_parent)
     })
     if req.scenario.world_size == 1:  # with more ranks torchrun sets these per rank
         env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",

@@ -29,11 +29,16 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
 terminated = False  # set once this process got SIGTERM
 
 
+ORCHESTRATOR_ENV = "RSSPROBE_ORCHESTRATOR_PID"  # set by the launcher for the processes it starts
+
+
 def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> bool:
     """Have the kernel send `sig` to this process when its parent dies (Linux only).
 
     `parent`: the pid the parent had before the call (default: the current parent). If it already
     died before the request took effect (the race every PDEATHSIG user has), the signal is sent now.
+    A parent of pid 1 counts as gone only under rssprobe's own launcher (itself not pid 1): started
+    some other way, init (or a container's init) may well be the real parent.
     False where the kernel has no prctl (not Linux): the process then lives on as before.
     """
     if not sys.platform.startswith("linux"):
@@ -45,7 +50,9 @@ def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> boo
             return False
     except (OSError, AttributeError):
         return False
-    if os.getppid() != expected or expected == 1:  # re-parented: the parent is already gone
+    launched = os.environ.get(ORCHESTRATOR_ENV, "")
+    reparented_to_init = expected == 1 and launched.isdigit() and int(launched) != 1
+    if os.getppid() != expected or reparented_to_init:  # the parent is already gone
         os.kill(os.getpid(), sig)
     return True
 
@@ -54,9 +61,10 @@ def child_dies_with_me(sig: int = signal.SIGTERM) -> Callable[[], None]:
     """A Popen preexec_fn: the child (and what it execs) gets `sig` when this process dies.
 
     SIGTERM, not SIGKILL: the worker then ends its compilers and releases torch's build lock
-    (see worker_terminated), and torchrun stops its ranks before it exits.
+    (see worker_lifeline), and torchrun stops its ranks before it exits.
     """
     me = os.getpid()
+    # The kernel sends it when the *thread* that forked the child ends: rssprobe launches from its main thread.
 
     def preexec() -> None:
         die_with_parent(sig, parent=me)
@@ -71,8 +79,14 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def handle_sigterm_like_ctrl_c() -> None:
-    """In the orchestrator: SIGTERM takes Ctrl-C's path (and the exit code becomes 143)."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    """In the orchestrator: SIGTERM takes Ctrl-C's path (and the exit code becomes 143).
+
+    Only from the main thread (Python's rule for handlers); elsewhere (a CLI invoked from a thread) a no-op.
+    """
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:
+        pass
 
 
 class Terminated(BaseException):

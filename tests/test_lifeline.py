@@ -115,6 +115,21 @@ def test_sigkill_of_rssprobe_ends_torchrun_and_every_rank(tmp_path: Path) -> Non
     _gone_within([*torchrun, *ranks], 60)
 
 
+def test_a_parent_that_died_before_the_request_is_noticed() -> None:
+    """The race of every PDEATHSIG user: the parent may be gone before the child asks. Then it ends at once."""
+    code = "import sys; from rssprobe import lifeline as l; l.die_with_parent(parent=int(sys.argv[1])); print('alive')"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env.pop("RSSPROBE_ORCHESTRATOR_PID", None)
+    here = subprocess.run([sys.executable, "-c", code, str(os.getpid())], capture_output=True, text=True, env=env)
+    assert here.returncode == 0 and here.stdout.strip() == "alive"
+    gone = subprocess.run([sys.executable, "-c", code, "999999999"], capture_output=True, text=True, env=env)
+    assert gone.returncode == -signal.SIGTERM and gone.stdout == ""
+    # re-parented to init while rssprobe's launcher (not pid 1) started it: the parent is gone too
+    orphan = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True,
+                            env={**env, "RSSPROBE_ORCHESTRATOR_PID": str(os.getpid())})
+    assert orphan.returncode == -signal.SIGTERM
+
+
 # ---- stale build locks in the compiled-ops cache -------------------------------------------------
 
 def _lock(cache: Path, op: str, age_s: float) -> Path:
