@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import host, opcache
+from rssprobe import host, opcache, storage
 
 from .conftest import rssprobe
 
@@ -28,27 +28,19 @@ def _start(args: list[str], runs: Path, env: dict[str, str] | None = None) -> su
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _events(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # the line being written
-    return out
+def _events(run: Path, rank: int = 0) -> list[dict]:
+    return storage.RunDir(run).events(rank)  # complete lines only: the one being written is left out
 
 
-def _wait_for_steps(events_file: Path, n: int, timeout: float = 600) -> int:
+def _wait_for_steps(run: Path, n: int, rank: int = 0, timeout: float = 600) -> int:
     """The worker's pid, once it has finished n steps."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        events = _events(events_file)
+        events = _events(run, rank)
         if sum(e["event"] == "step" for e in events) >= n:
             return next(e["pid"] for e in events if e["event"] == "hello")
         time.sleep(0.2)
-    raise AssertionError(f"no {n} steps in {events_file} within {timeout}s")
+    raise AssertionError(f"no {n} steps in {run} (rank {rank}) within {timeout}s")
 
 
 def _alive(pid: int) -> bool:
@@ -80,34 +72,34 @@ def _children(pid: int) -> list[int]:
 def test_sigterm_to_rssprobe_ends_the_worker_and_marks_the_run_interrupted(tmp_path: Path) -> None:
     out = tmp_path / "terminated"
     proc = _start(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
-    worker = _wait_for_steps(out / "events.jsonl", 2)
+    worker = _wait_for_steps(out, 2)
     proc.send_signal(signal.SIGTERM)  # what `timeout` and CI cancellations send
     _gone_within([worker], 20)
     proc.communicate(timeout=60)
     assert proc.returncode == 143  # 128 + SIGTERM; Ctrl-C stays 130
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["error"] == "interrupted (SIGTERM)"
-    steps = sum(e["event"] == "step" for e in _events(out / "events.jsonl"))
+    steps = sum(e["event"] == "step" for e in _events(out))
     assert manifest["steps_done"] == steps >= 2
 
 
 def test_sigkill_of_rssprobe_still_ends_the_worker(tmp_path: Path) -> None:
     out = tmp_path / "orphan"
     proc = _start(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
-    worker = _wait_for_steps(out / "events.jsonl", 1)
+    worker = _wait_for_steps(out, 1)
     proc.kill()  # cannot be handled: only the kernel's parent-death signal reaches the worker
     proc.communicate(timeout=60)
     took = _gone_within([worker], 20)
     assert took < 20
     # the worker ended through its SIGTERM path, not as a mid-write corpse
-    assert _events(out / "events.jsonl")[-1] == {**_events(out / "events.jsonl")[-1], "event": "end",
-                                                 "status": "terminated"}
+    last = _events(out)[-1]
+    assert (last["event"], last.get("status")) == ("end", "terminated")
 
 
 def test_sigkill_of_rssprobe_ends_torchrun_and_every_rank(tmp_path: Path) -> None:
     out = tmp_path / "ranks"
     proc = _start(["tiny", "--world-size", "2", "--steps", "100000", "--out", str(out)], tmp_path)
-    ranks = [_wait_for_steps(out / "events.jsonl", 1), _wait_for_steps(out / "events.rank1.jsonl", 1)]
+    ranks = [_wait_for_steps(out, 1), _wait_for_steps(out, 1, rank=1)]
     torchrun = _children(proc.pid)
     assert len(torchrun) == 1
     proc.kill()
@@ -200,7 +192,7 @@ def test_killed_while_compiling_leaves_no_compiler_and_no_lock(tmp_path: Path, s
         locks = list(cache.glob("torch_extensions/*/*/lock"))
         compilers = opcache.workers_in(locks[0].parent) if locks else []
         time.sleep(0.1)
-    worker = next(e["pid"] for e in _events(tmp_path / "r" / "events.jsonl") if e["event"] == "hello")
+    worker = next(e["pid"] for e in _events(tmp_path / "r") if e["event"] == "hello")
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     _gone_within([worker, *compilers], 30)
