@@ -105,8 +105,12 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
         label, specs = patchset.resolve(scen, False, use_set, g.patches)
         if g.patch_files:
             label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
-        a = _group(g, scen, "baseline", [])
-        b = _group(g, scen, label, specs, g.patch_files)
+        reqs = [launcher.RunRequest(scenario=scen, scenario_ref=g.scenario_ref, label=name, patches=patches,
+                                    malloc_env=g.malloc_env, patch_files=files)
+                for name, patches, files in (("baseline", [], []), (label, specs, list(g.patch_files)))]
+        # measured alternately, run by run: drift of the machine must not pass for a difference
+        (base, _), (cand, _) = groups.run_groups(reqs, g.repeat)
+        a, b = Side.load(str(base.path)), Side.load(str(cand.path))
     else:
         raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
     result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED).as_dict()

@@ -7,19 +7,29 @@ from typing import Any
 
 import click
 
-from . import __version__
+from . import __version__, lifeline
 from .errors import UserError
 
 
 class Group(click.Group):
-    """Turns UserError into one line on stderr and exit code 2, never a traceback."""
+    """Turns UserError into one line on stderr and exit code 2, never a traceback.
+
+    SIGTERM (CI cancel or time-out) takes Ctrl-C's path; the exit code is then 143, not 130.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
+        lifeline.handle_sigterm_like_ctrl_c()
         try:
             return super().invoke(ctx)
         except UserError as e:
             click.echo(f"rssprobe: error: {e}", err=True)
             sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            if lifeline.terminated:
+                sys.exit(lifeline.EXIT_TERMINATED)
+            raise
+        except SystemExit as e:
+            sys.exit(lifeline.exit_code(e.code))
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

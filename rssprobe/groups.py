@@ -7,6 +7,7 @@ command line a group started by matrix or bisect records, so it can be rerun on 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,18 +46,44 @@ def run_one(req: launcher.RunRequest, show: bool = True, title: str = "") -> lau
 def run_group(req: launcher.RunRequest, repeat: int, show: bool = True,
               title: str = "") -> tuple[storage.GroupDir, list[str]]:
     """N fresh runs of one configuration into a group directory; stops early on Ctrl-C."""
-    group = storage.GroupDir.create(req.out, req.scenario.name, req.label, repeat)
-    statuses = []
-    for i in range(1, repeat + 1):
-        run_title = f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}"
-        result = run_one(dataclasses.replace(req, out=group.member(i)), show=False, title=run_title)
-        statuses.append(result.status)
-        if result.status == "interrupted":
-            break
+    [(group, statuses)] = run_groups([req], repeat, title=title)
     if show:
         show_entry(group, "terminal")
         click.echo(f"group directory: {group.path}", err=True)
     return group, statuses
+
+
+# runs one request into its member directory, given a progress title
+Execute = Callable[[launcher.RunRequest, str], launcher.RunResult]
+
+
+def order(n_groups: int, round_no: int) -> list[int]:
+    """The groups' order in round `round_no` (1-based): forwards in odd rounds, backwards in even ones."""
+    forwards = list(range(n_groups))
+    return forwards if round_no % 2 else forwards[::-1]
+
+
+def run_groups(reqs: list[launcher.RunRequest], repeat: int, execute: Execute | None = None,
+               title: str = "") -> list[tuple[storage.GroupDir, list[str]]]:
+    """`repeat` fresh runs of each request, measured alternately member by member; stops after an interruption.
+
+    Running all of one group before another turns any drift of the machine (other load, page cache, a
+    compile elsewhere) into a perfect separation that a rank test reads as significant; alternating
+    spreads it over both, and the order of each round alternates too (A B, then B A, ...), so a steady
+    drift does not favour the group that goes first. Returns each request's group and its runs' statuses.
+    """
+    run = execute or (lambda req, text: run_one(req, show=False, title=text))
+    made = [storage.GroupDir.create(req.out, req.scenario.name, req.label, repeat) for req in reqs]
+    statuses: list[list[str]] = [[] for _ in reqs]
+    for i in range(1, repeat + 1):
+        for j in order(len(reqs), i):
+            req = reqs[j]
+            result = run(dataclasses.replace(req, out=made[j].member(i)),
+                         f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}")
+            statuses[j].append(result.status)
+            if result.status == "interrupted":
+                return list(zip(made, statuses, strict=True))
+    return list(zip(made, statuses, strict=True))
 
 
 FINAL = ("ok", "failed", "timeout")  # a run that ended in one of these needs no rerun

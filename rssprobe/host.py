@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -97,10 +99,57 @@ def allocator_library(name: str) -> str | None:
     if entry is None:
         return None
     package, filename = entry
-    multiarch = sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
-    for directory in (f"/usr/lib/{multiarch}", "/usr/lib", "/usr/local/lib"):
-        path = Path(directory) / filename
-        if path.exists():
-            return str(path)
+    path = find_library(filename)
+    if path is not None:
+        return path
     raise UserError(f"--allocator {name}: {filename} not found; install the Debian package {package} "
                     f"(apt-get install {package})")
+
+
+def _elf_kind(path: str | Path) -> tuple[int, int, int] | None:
+    """(ELF class, byte order, machine) of a binary; None if it is not ELF."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return None
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    return head[4], head[5], int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+
+
+def _ld_cache() -> list[tuple[str, str]]:
+    """(soname, path) pairs of the dynamic loader's cache (`ldconfig -p`), all ABIs."""
+    ldconfig = shutil.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
+    if ldconfig is None:
+        return []
+    try:
+        out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pairs = []
+    for line in out.splitlines()[1:]:  # first line: "N libs found in cache ..."
+        name, sep, path = line.strip().partition(" => ")
+        if sep:
+            pairs.append((name.split(" (", 1)[0], path.strip()))
+    return pairs
+
+
+def find_library(filename: str) -> str | None:
+    """The path the dynamic loader would load for `filename` (a soname such as libjemalloc.so.2).
+
+    Searched as ld.so does: LD_LIBRARY_PATH, then its cache (`ldconfig -p`), then the default
+    directories; only a library of this interpreter's own ELF class and machine counts (the cache
+    lists every installed ABI: an i386 or aarch64 copy must not be preloaded into an x86_64 worker).
+    """
+    mine = _elf_kind(os.path.realpath(sys.executable))
+    multiarch = sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
+    candidates = [Path(d) / filename for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    candidates += [Path(path) for name, path in _ld_cache() if name == filename]
+    candidates += [Path(d) / filename for d in (f"/lib/{multiarch}", f"/usr/lib/{multiarch}", "/lib64", "/usr/lib64",
+                                                 "/lib", "/usr/lib", "/usr/local/lib")]
+    for path in candidates:
+        if path.is_file() and (mine is None or _elf_kind(path) == mine):
+            return str(path)
+    return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, layout, overlay, sites_config, storage
+from . import host, layout, lifeline, opcache, overlay, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -65,6 +65,7 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
         # the worker's Python's bin (ninja for JIT-compiled ops lives there in a venv)
         "PATH": os.pathsep.join([str(Path(req.python).parent), env.get("PATH", "")]),
         "TORCH_EXTENSIONS_DIR": str(host.ops_cache_dir(req.python, torch_version, ds_version)),
+        lifeline.ORCHESTRATOR_ENV: str(os.getpid()),  # the worker's parent-death check (lifeline.die_with_parent)
     })
     if req.scenario.world_size == 1:  # with more ranks torchrun sets these per rank
         env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
@@ -105,11 +106,13 @@ def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out
         return "timeout", "the worker ran past the scenario's timeout_s and was killed"
     end = kinds.get("end")
     if interrupted or (end and end.get("status") == "interrupted"):
-        return "interrupted", "interrupted (Ctrl-C)"
+        return "interrupted", "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
     if end and end.get("status") == "ok" and returncode in (0, None):  # None: a rank torchrun did not report
         return "ok", None
     if "error" in kinds:
         return "failed", kinds["error"]["message"]
+    if end and end.get("status") == "terminated":
+        return "failed", "stopped by SIGTERM (another rank failed, or its launcher ended)"
     if returncode is None:
         return "failed", "did not finish (no end event: stopped after another rank failed, died, or still running)"
     if returncode < 0:
@@ -174,10 +177,12 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
     run_dir.update_manifest(status="running", started=storage.now_iso())
     timed_out = interrupted = False
+    opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     with open(run_dir.path / storage.WORKER_LOG, "wb") as log:
+        # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         proc = subprocess.Popen(worker_command(req, run_dir), env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
         deadline = time.monotonic() + req.scenario.timeout_s
         follower = _Follower(run_dir.path, on_event)
         try:
@@ -302,6 +307,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    lifeline.kill_session(proc.pid)  # the compilers too: ninja gives each a process group of its own
 
 
 def _interrupt(proc: subprocess.Popen[bytes]) -> None:
@@ -309,5 +315,5 @@ def _interrupt(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=15)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+    except (ProcessLookupError, subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C / SIGTERM
         _kill(proc)

@@ -4,30 +4,53 @@ The test-only intervention testing.inject allocates bytes_per_param x params byt
 anonymous mmap, touched page by page, so its RSS cost is exact) inside a chosen site on
 step 1. Runs fix glibc's mmap threshold so that the only difference from the baseline is
 the injection (see conftest.STEADY_GLIBC).
+
+Every tolerance is the worst case of the RSS counter's batching (tests/noise.py: 256 KiB a read
+here) times the number of reads behind the figure compared, counted from the run's own events
+(calls of the site, and of the sites nested directly in it), never a fixed number below that noise.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
+from .noise import bound
 
 ZERO = "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer"
-TOL = 0.1  # B/param; the kernel's per-CPU RSS counter batching (<= 256 KB here) is 0.06 of it at 4.2 M params
+# The known answer (B/param). Large enough that the loosest derived tolerance here is well below it:
+# measured at 2 CPUs, copy_grads_in_partition's exclusive figure (8 calls + 8 nested, two runs: 64 reads)
+# may be off by 4.0 B/param in the worst case (its actual difference between runs: 0.006).
+RETAINED_K = 12
+
+
+def reads(run_dir: Path, step: int = 1) -> dict[str, dict[str, int]]:
+    """Per site, in one step's window: calls, and calls of directly nested sites (from events.jsonl)."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    return next(e for e in events if e["event"] == "step" and e["step"] == step)["sites"]
+
+
+def retained_reads(window: dict[str, int]) -> int:
+    return 2 * window["calls"]  # entry and exit RSS per call
+
+
+def exclusive_reads(window: dict[str, int]) -> int:
+    return 2 * (window["calls"] + window["child_calls"])  # its own calls' and its direct children's
 
 
 def site_rows(s: dict[str, Any], phase: str) -> dict[str, dict[str, Any]]:
     return {r["site"]: r for r in s["sites"] if r["phase"] == phase}
 
 
-def injected_run(runs_dir: Path, name: str, site: str, mode: str, k: float = 3) -> dict[str, Any]:
+def injected_run(runs_dir: Path, name: str, site: str, mode: str, k: float = 3) -> tuple[dict[str, Any], Path]:
     out = runs_dir / name
     spec = f"testing.inject:site={site},bytes_per_param={k},step=1,mode={mode}"
     rssprobe("run", "tiny", "--patch", spec, "--out", str(out), *STEADY_GLIBC, check=True)
-    return summary(out)
+    return summary(out), out
 
 
 @pytest.fixture(scope="module")
@@ -35,35 +58,52 @@ def base(tiny_baseline: Path) -> dict[str, Any]:
     return summary(tiny_baseline)
 
 
-def test_retained_allocation_is_reported_at_its_site_with_its_size(runs_dir: Path, base: dict[str, Any]) -> None:
+def test_retained_allocation_is_reported_at_its_site_with_its_size(runs_dir: Path, base: dict[str, Any],
+                                                                    tiny_baseline: Path) -> None:
     target = f"{ZERO}._update_model_bit16_weights"
-    s = injected_run(runs_dir, "inject-retained", target, "retained")
+    k = RETAINED_K
+    s, out = injected_run(runs_dir, "inject-retained", target, "retained", k)
+    params = s["params"]
     assert s["interventions"][0]["count"] == 1
     got, ref = site_rows(s, "first_step"), site_rows(base, "first_step")
-    assert abs(got[target]["retained_bytes_per_param"] - 3) <= TOL  # the absolute figure ...
-    assert abs(got[target]["exclusive_bytes_per_param"] - 3) <= TOL
-    assert abs(got[target]["retained_bytes_per_param"] - ref[target]["retained_bytes_per_param"] - 3) <= TOL
+    n_got, n_ref = reads(out), reads(tiny_baseline)
+    one = bound(retained_reads(n_got[target]), params)  # one run's figure
+    two = bound(retained_reads(n_got[target]) + retained_reads(n_ref[target]), params)  # a difference of two runs
+    assert two < k / 4, f"RSS counter noise ({two:.2f} B/param) too large for the known answer on this machine"
+    # the absolute figure: the injection plus what the site itself retains in the baseline (within its noise)
+    assert abs(got[target]["retained_bytes_per_param"] - k) <= one + abs(ref[target]["retained_bytes_per_param"])
+    assert abs(got[target]["exclusive_bytes_per_param"] - k) \
+        <= bound(exclusive_reads(n_got[target]), params) + abs(ref[target]["exclusive_bytes_per_param"])
+    assert abs(got[target]["retained_bytes_per_param"] - ref[target]["retained_bytes_per_param"] - k) <= two
     # ... and no other site's own (exclusive) figure moves
     for site, row in got.items():
         if site != target:
             delta = row["exclusive_bytes_per_param"] - ref[site]["exclusive_bytes_per_param"]
-            assert abs(delta) <= TOL, (site, delta)
+            tol = bound(exclusive_reads(n_got[site]) + exclusive_reads(n_ref[site]), params)
+            assert tol < k / 2, (site, tol)  # the check still tells k at this site from none
+            assert abs(delta) <= tol, (site, delta, tol)
     # the enclosing step() includes it inclusively: nesting adds up
     step = f"{ZERO}.step"
-    assert abs(got[step]["retained_bytes_per_param"] - ref[step]["retained_bytes_per_param"] - 3) <= TOL
-    # later steps and init are untouched
+    tol = bound(retained_reads(n_got[step]) + retained_reads(n_ref[step]), params)
+    assert abs(got[step]["retained_bytes_per_param"] - ref[step]["retained_bytes_per_param"] - k) <= tol
+    # later steps and init are untouched (a phase figure is a mean over windows: 2 reads per call per window)
     for phase in ("init", "steady"):
-        assert abs(site_rows(s, phase)[target]["retained_bytes_per_param"]
-                   - site_rows(base, phase)[target]["retained_bytes_per_param"]) <= TOL
+        a, b = site_rows(s, phase)[target], site_rows(base, phase)[target]
+        tol = bound(2 * a["calls"] + 2 * b["calls"], params)
+        assert abs(a["retained_bytes_per_param"] - b["retained_bytes_per_param"]) <= tol, (phase, tol)
 
 
-def test_transient_allocation_shows_in_peak_not_in_retained(runs_dir: Path, base: dict[str, Any]) -> None:
+def test_transient_allocation_shows_in_peak_not_in_retained(runs_dir: Path, base: dict[str, Any],
+                                                           tiny_baseline: Path) -> None:
     target = f"{ZERO}.unscale_and_clip_grads"
-    s = injected_run(runs_dir, "inject-transient", target, "transient")
+    s, out = injected_run(runs_dir, "inject-transient", target, "transient")
+    params = s["params"]
     got, ref = site_rows(s, "first_step")[target], site_rows(base, "first_step")[target]
-    assert abs(got["peak_bytes_per_param"] - 3) <= TOL + ref["peak_bytes_per_param"]
-    assert got["peak_bytes_per_param"] >= 3 - TOL
-    assert abs(got["retained_bytes_per_param"] - ref["retained_bytes_per_param"]) <= TOL
+    calls = reads(out)[target]["calls"] + reads(tiny_baseline)[target]["calls"]
+    peak_tol = bound(2, params)  # a peak: the interval's VmHWM against its entry RSS
+    assert abs(got["peak_bytes_per_param"] - 3) <= peak_tol + ref["peak_bytes_per_param"]
+    assert got["peak_bytes_per_param"] >= 3 - peak_tol
+    assert abs(got["retained_bytes_per_param"] - ref["retained_bytes_per_param"]) <= bound(2 * calls, params)
 
 
 def test_census_accounts_for_deepspeeds_known_buffers(runs_dir: Path) -> None:

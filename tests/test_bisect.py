@@ -200,7 +200,7 @@ case "$1" in env) exit "$ENV_CODE";; run) exit "$RUN_CODE";; gate) exit "$GATE_C
 
 
 @pytest.mark.parametrize(("env_code", "run_code", "gate_code", "expected"), [
-    (0, 0, 0, 0), (0, 0, 1, 1), (0, 1, 125, 125), (2, 0, 0, 125), (0, 0, 2, 128), (0, 130, 0, 128)])
+    (0, 0, 0, 0), (0, 0, 1, 1), (0, 1, 125, 125), (2, 0, 0, 125), (0, 0, 2, 128), (0, 130, 0, 128), (0, 143, 0, 128)])
 def test_the_step_script_maps_rssprobe_exit_codes_to_git_bisect(tmp_path: Path, env_code: int, run_code: int,
                                                                  gate_code: int, expected: int) -> None:
     fake = tmp_path / "rssprobe"
@@ -218,7 +218,7 @@ def test_the_step_script_maps_rssprobe_exit_codes_to_git_bisect(tmp_path: Path, 
     if env_code == 0:
         assert calls[1] == ["run", "tiny", "--set", "steps=2", "--trim-at-end", "--repeat", "3", "--out",
                             f"{tmp_path}/runs/abc123", "--env", "torch==2.13.0 deepspeed=/src/Deep Speed@abc123"]
-    if env_code == 0 and run_code != 130:
+    if env_code == 0 and run_code not in (130, 143):  # Ctrl-C or SIGTERM (CI cancel): stop, no gate
         assert calls[2] == ["gate", "--candidate", f"{tmp_path}/runs/abc123", "--limits", "/l.toml"]
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import deepspeed
+import pandas as pd
 import pytest
 
 from rssprobe import host
@@ -157,12 +159,62 @@ def test_missing_allocator_library_names_the_debian_package(monkeypatch: pytest.
         host.allocator_library("jemalloc")
 
 
-@pytest.mark.skipif(not Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2").exists(),
-                    reason="libjemalloc2 (Debian) is not installed on this machine")
-def test_jemalloc_run_reports_mallinfo_as_not_available(runs_dir: Path) -> None:
-    out = runs_dir / "jemalloc"
-    rssprobe("run", "tiny", "--steps", "2", "--allocator", "jemalloc", "--out", str(out), check=True)
+def _installed(allocator: str) -> pytest.MarkDecorator:
+    package, filename = host.ALLOCATORS[allocator]
+    return pytest.mark.skipif(host.find_library(filename) is None,
+                              reason=f"{filename} not found by the dynamic loader: Debian's {package} is not installed "
+                                     f"(.ci/run installs it when it runs as root with apt)")
+
+
+# every glibc figure the summary carries; under another allocator each must be None ("not available"), never 0
+GLIBC_PHASE_FIGURES = ("glibc_in_use", "glibc_free")
+GLIBC_SITE_FIGURES = ("glibc_in_use_bytes_per_param", "glibc_free_bytes_per_param")
+GLIBC_BUDGET_FIGURES = ("glibc_free_retained_bytes_per_param", "malloc_trim_released_bytes_per_param")
+
+
+@pytest.mark.parametrize("allocator", [pytest.param(a, marks=_installed(a)) for a in ("jemalloc", "tcmalloc")])
+def test_another_allocator_reports_glibc_figures_as_not_available(runs_dir: Path, allocator: str) -> None:
+    out = runs_dir / allocator
+    rssprobe("run", "tiny", "--steps", "2", "--allocator", allocator, "--trim-at-end", "--out", str(out), check=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ld_preload"] == host.allocator_library(allocator)
     s = summary(out)
-    assert s["allocator"] == "jemalloc" and s["glibc_malloc"]["available"] is False
+    assert s["allocator"] == allocator and s["glibc_malloc"]["available"] is False
     assert s["phases"]["steady"]["glibc_free"] is None and s["phases"]["steady"]["rss"] is not None
+    for phase, figures in s["phases"].items():
+        for key in GLIBC_PHASE_FIGURES:
+            assert figures[key] is None, (phase, key)
+        assert figures["rss"] > 0 and figures["peak"] >= figures["rss"], phase  # the rest is measured
+    for row in s["sites"]:
+        for key in GLIBC_SITE_FIGURES:
+            assert row[key] is None, (row["site"], row["phase"], key)
+    assert any(row["retained_bytes_per_param"] not in (None, 0) for row in s["sites"])
+    for budget in s["budgets"]:
+        for key in GLIBC_BUDGET_FIGURES:
+            assert budget.get(key) is None, (budget["at"], key)
+    # the census does not depend on the allocator: DeepSpeed's 20 B/param (+ temp grad buffers)
+    assert s["budget"]["live_bytes_per_param"] == pytest.approx(21.0, abs=0.01)
+    assert s["budget"]["rss_above_baseline_bytes_per_param"] > 16
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert steps[["glibc_uordblks", "glibc_fordblks", "glibc_hblkhd"]].isna().all().all()
+    assert steps["rss"].notna().all() and (steps["rss"] > 0).all()
     assert "not available" in rssprobe("show", str(out)).stdout
+
+
+def test_allocators_are_found_where_the_dynamic_loader_finds_them(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = host.find_library("libc.so.6")  # present wherever this test runs
+    assert libc is not None and Path(libc).is_file()
+    # LD_LIBRARY_PATH comes first, as for ld.so; a library of another machine type is passed over
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    header = bytearray(Path(libc).read_bytes()[:64])
+    header[18:20] = (183 if header[18:20] != (183).to_bytes(2, "little") else 62).to_bytes(2, "little")
+    (foreign / "libc.so.6").write_bytes(bytes(header))  # an ELF file for aarch64 (or x86-64 on aarch64)
+    own = tmp_path / "own"
+    own.mkdir()
+    shutil.copy(libc, own / "libc.so.6")
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{foreign}:{own}")
+    assert host.find_library("libc.so.6") == str(own / "libc.so.6")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(foreign))
+    assert host.find_library("libc.so.6") == libc

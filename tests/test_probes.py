@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+from pathlib import Path
 
 import pytest
 
 from rssprobe.worker import glibc, procfs
 from rssprobe.worker.probes import PeakTracker
+
+from .noise import READ_ERROR
 
 MiB = 2**20
 libc = ctypes.CDLL("libc.so.6")
@@ -98,8 +101,35 @@ def test_nested_intervals_keep_the_outer_peak_across_inner_resets() -> None:
     assert outer_peak - outer.rss0 >= 95 * MiB
 
 
-def test_smaps_rollup_splits_anonymous_and_file_backed() -> None:
-    s = procfs.smaps_rollup()
-    assert s is not None
-    assert s["rss"] > 0 and s["anonymous"] > 0 and s["file_backed"] > 0
-    assert s["uss"] <= s["rss"]
+def test_smaps_rollup_splits_anonymous_and_file_backed(tmp_path: Path) -> None:
+    """Known answers: 64 MiB of touched anonymous memory counts as anonymous, 32 MiB of a read file as file-backed.
+
+    smaps_rollup walks the page tables (exact page counts, no counter batching); the tolerance is what
+    the interpreter itself may touch between two reads (a few pages; 1 MiB is generous).
+    """
+    size_anon, size_file, tol = 64 * MiB, 32 * MiB, MiB
+    s0 = procfs.smaps_rollup()
+    assert s0 is not None
+    anon = mmap.mmap(-1, size_anon, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (-1 alone is shared: shmem)
+    for off in range(0, size_anon, mmap.PAGESIZE):
+        anon[off] = 1
+    s1 = procfs.smaps_rollup()
+    assert abs((s1["anonymous"] - s0["anonymous"]) - size_anon) < tol
+    assert abs(s1["file_backed"] - s0["file_backed"]) < tol
+    assert abs((s1["uss"] - s0["uss"]) - size_anon) < tol  # private to this process
+    path = tmp_path / "data"
+    path.write_bytes(b"\1" * size_file)
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), size_file, prot=mmap.PROT_READ)
+    touched = sum(mapped[off] for off in range(0, size_file, mmap.PAGESIZE))
+    assert touched == size_file // mmap.PAGESIZE
+    s2 = procfs.smaps_rollup()
+    assert abs((s2["file_backed"] - s1["file_backed"]) - size_file) < tol
+    assert abs(s2["anonymous"] - s1["anonymous"]) < tol
+    # statm's RSS (the per-step figure) agrees with the page-table walk within its counter batching
+    assert abs(procfs.rss_bytes() - s2["rss"]) <= READ_ERROR + tol
+    assert s2["uss"] <= s2["rss"] and s2["pss"] <= s2["rss"]
+    mapped.close()
+    anon.close()
+    s3 = procfs.smaps_rollup()
+    assert abs(s3["anonymous"] - s0["anonymous"]) < tol and abs(s3["file_backed"] - s0["file_backed"]) < tol

@@ -7,17 +7,18 @@ import base64
 import re
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from rssprobe import storage
 from rssprobe.analysis.summary import Summary
-from rssprobe.cli import Group
+from rssprobe.cli import Group, main
 from rssprobe.commands.report import command
 from rssprobe.errors import UserError
 from rssprobe.reporters import plots
 from rssprobe.reporters.report import steps_table, write_report
+from rssprobe.worker import glibc, procfs
+from rssprobe.worker.sites import SiteTotals
 
 from .fakes_rundir import PARAMS, SITE, Step, make_run
 
@@ -183,12 +184,18 @@ def test_cli_turns_a_bad_ref_into_one_line_and_exit_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("rssprobe: error: ") and "no such run" in lines[0]
     result = CliRunner().invoke(group, ["report"])
     assert result.exit_code == 2 and "at least one run" in result.stderr
-    assert isinstance(command, click.Command) and command.name == "report"
+    assert main.commands["report"] is command  # the command tested here is the one the real CLI runs
 
 
 def test_site_fixture_is_what_the_summary_reads(tmp_path: Path) -> None:
-    """Guards the fake itself: a per-step site figure in B/param comes back unchanged."""
+    """The fakes are evidence only if they have the shape the worker writes: checked against the worker's own
+    code (its site totals, its smaps and mallinfo readers), then a per-step site figure comes back unchanged."""
     run = make_run(tmp_path, steps=[Step(rss=10.0), Step(rss=13.0)])
+    step = next(e for e in storage.RunDir(run).events() if e["event"] == "step")
+    assert set(step["sites"][SITE]) == set(SiteTotals().as_dict())
+    assert set(step["smaps"]) == set(procfs.smaps_rollup() or {})
+    if glibc.STATUS.available:
+        assert set(step["mallinfo"]) == set(glibc.mallinfo2() or {})
     sites = Summary(storage.RunDir(run)).as_dict()["sites"]
     steady = next(s for s in sites if s["site"] == SITE and s["phase"] == "steady")
     assert steady["retained_bytes_per_param"] == pytest.approx(3.0)

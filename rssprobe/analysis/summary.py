@@ -130,7 +130,9 @@ class Summary:
         out.update(parts)
         trim = self._first("trim_at_end")
         if at == "end" and trim is not None:
-            out["malloc_trim_released_bytes_per_param"] = self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
+            # under jemalloc/tcmalloc malloc_trim is not glibc's to call (returned None): not available, not 0
+            out["malloc_trim_released_bytes_per_param"] = None if trim.get("returned") is None \
+                else self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
             out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
         return out
 

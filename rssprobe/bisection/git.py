@@ -82,7 +82,7 @@ cd {cwd} || exit 128
 rm -rf "$out"
 {rssprobe} run {scenario} {sets} --trim-at-end --repeat {repeat} --out "$out" --env {torch}" "{source}"@$rev" \\
     {malloc} >&2
-[ $? -eq 130 ] && exit 128  # Ctrl-C: stop bisecting
+case $? in 130|143) exit 128;; esac  # Ctrl-C or SIGTERM: stop bisecting
 {rssprobe} gate --candidate "$out" {check}
 code=$?
 [ $code -eq 2 ] && exit 128  # a usage error is not a bad commit: stop

@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .. import lifeline
 from ..layout import WORKER_SPEC, rank_log
 from . import census, glibc, memmap, procfs, training
 from .events import EventWriter, events_file
@@ -177,6 +178,7 @@ class Worker:
 
 
 def main(argv: list[str]) -> int:
+    lifeline.worker_lifeline()  # before anything slow: die with the orchestrator (or torchrun)
     # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
     worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))
     try:
@@ -188,12 +190,16 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         worker.events.emit("end", status="interrupted")
         return 130
+    except lifeline.Terminated:  # SIGTERM: the orchestrator (or torchrun) ended, or stops this rank
+        worker.events.emit("end", status="terminated")
+        return lifeline.EXIT_TERMINATED
     except BaseException as e:
         worker.events.emit("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         traceback.print_exc()
         return 1
     finally:
         worker.events.close()
+        lifeline.end_own_session()  # compilers it started (ninja gives each a process group of its own)
 
 
 if __name__ == "__main__":

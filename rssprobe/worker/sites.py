@@ -35,6 +35,7 @@ class SiteTotals:
     peak: int = 0
     inuse: int | None = 0
     free: int | None = 0
+    child_calls: int = 0  # calls of directly nested sites: exclusive = retained minus theirs (RSS reads behind it)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -43,6 +44,7 @@ class SiteTotals:
 @dataclass
 class _Frame:
     child_retained: int = 0
+    child_calls: int = 0
 
 
 def _import_prefix(parts: list[str]) -> tuple[Any, int]:
@@ -171,6 +173,7 @@ class SiteRecorder:
         totals.calls += 1
         totals.retained += retained
         totals.retained_excl += retained - frame.child_retained
+        totals.child_calls += frame.child_calls
         totals.peak = max(totals.peak, peak - rss0)
         inuse = free = 0
         if mi0 is not None and mi1 is not None:
@@ -180,6 +183,7 @@ class SiteRecorder:
             totals.free += free  # type: ignore[operator]
         if self._frames:
             self._frames[-1].child_retained += retained
+            self._frames[-1].child_calls += 1
         if site in self.trace:
             self.calls.append({"site": site, "retained": retained, "peak": peak - rss0, "inuse": inuse,
                                "free": free, "fordblks_after": None if mi1 is None else mi1["fordblks"]})
