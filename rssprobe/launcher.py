@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, layout, lifeline, opcache, overlay, sites_config, storage
+from . import host, layout, lifeline, nodewatch, opcache, overlay, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -184,10 +184,17 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
         deadline = time.monotonic() + req.scenario.timeout_s
-        follower = _Follower(run_dir.path, on_event)
+        node = nodewatch.NodePeak()
+
+        def follow(event: dict[str, Any]) -> None:
+            node.watch(event)
+            on_event(event)
+
+        follower = _Follower(run_dir.path, follow)
         try:
             while proc.poll() is None:
                 follower.poll()
+                node.sample()
                 if time.monotonic() > deadline:
                     timed_out = True
                     _kill(proc)
@@ -198,6 +205,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             _interrupt(proc)
         proc.wait()
         follower.poll()
+    run_dir.update_manifest(node=node.as_dict())
     return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
 
 
@@ -217,9 +225,10 @@ def conclude(run_dir: storage.RunDir, world_size: int, returncode: int | None, t
     status, error, ranks = _final_status(run_dir, per_rank, world_size, returncode, timed_out, interrupted)
     for rank, rank_events in per_rank.items():
         finalize(run_dir, rank_events, rank)
-    events = per_rank[0]
-    hello = next((e for e in events if e["event"] == "hello"), {})
-    model = next((e for e in events if e["event"] == "model"), {})
+    events = per_rank.get(0, [])  # rank 0 may have died before its first event while others wrote theirs
+    every = [e for rank_events in per_rank.values() for e in rank_events]
+    hello = next((e for e in every if e["event"] == "hello"), {})
+    model = next((e for e in every if e["event"] == "model"), {})
     last_effects = next((e["effects"] for e in reversed(events) if "effects" in e), {})
     manifest = run_dir.update_manifest(
         status=status, error=error, exit_code=returncode, ended=storage.now_iso(),

@@ -30,6 +30,8 @@ def known(scenario: Scenario) -> list[str]:
     names = [f"{p}.{f}" for p in POINTS for f in POINT_FIGURES] + ["peak"] + [f"budget.{b}" for b in BUDGET]
     names += [f"role.{name}" for name, _paths in load_roles()] + ["role.other"]
     names += [part_key(part) for part in memmap.PARTS]
+    if scenario.world_size > 1:
+        names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
     names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
               for phase in SITE_PHASES for kind in ("retained", "peak")]
     return names

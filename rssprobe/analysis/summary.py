@@ -233,6 +233,13 @@ class Summary:
                     out[part_key(name)] = part["bytes_per_param"]
             if budget.get("not_attributed_bytes_per_param") is not None:
                 out["budget.not_attributed"] = budget["not_attributed_bytes_per_param"]
+        node = self.node() if self.rank == 0 else None
+        for point, figures in (node or {}).get("points", {}).items():
+            for key in ("rss", "pss"):
+                if figures[f"{key}_bytes_per_param"] is not None:
+                    out[f"node.{point}.{key}"] = figures[f"{key}_bytes_per_param"]
+        if node and node["peak_bytes_per_param"] is not None:
+            out["node.peak"] = node["peak_bytes_per_param"]
         for row in self.sites():
             for key in ("retained", "peak"):
                 value = row[f"{key}_bytes_per_param"]
@@ -260,6 +267,7 @@ class Summary:
             "native": self.native() if self.rank == 0 else None, "memray": bool(m.get("memray")),
             "world_size": m.get("world_size", 1), "rank": self.rank, "partition_params": self.partition_params,
             "ranks": self.per_rank() if self.rank == 0 and m.get("world_size", 1) > 1 else None,
+            "node": self.node() if self.rank == 0 else None,
             "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
         }
 
@@ -279,6 +287,34 @@ class Summary:
                          "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()
                                                          if k in partitioned} if ratio else None})
         return rows
+
+    def node(self) -> dict[str, Any] | None:
+        """A multi-rank run's node: every rank's RSS and PSS summed at init, after the first step and at
+        the end (absolute bytes: the node's host memory is what runs out), and the peak of the sum that
+        the orchestrator sampled. PSS shares each shared page among its users, so it does not count
+        libtorch's code or shared buffers once per rank as the RSS sum does."""
+        world = self.manifest.get("world_size", 1)
+        if world < 2:
+            return None
+        ranks = [self if rank == self.rank else Summary(self.run, rank) for rank in range(world)]
+        points: dict[str, dict[str, Any]] = {}
+        for name, pick in (("init", lambda s: s._first("init")),
+                           ("first_step", lambda s: s.steps[0] if s.steps else None),
+                           ("end", lambda s: s.steps[-1] if s.steps else None)):
+            events = [pick(s) for s in ranks]
+            if any(e is None for e in events):
+                continue  # a rank that never got there: no node figure for this point
+            rss = sum(e["rss"] for e in events)
+            pss = sum(e["smaps"]["pss"] for e in events) if all((e.get("smaps") or {}).get("pss") for e in events) \
+                else None
+            points[name] = {"rss_bytes": rss, "pss_bytes": pss, "rss_bytes_per_param": self.bpp(rss),
+                            "pss_bytes_per_param": self.bpp(pss)}
+        sampled = self.manifest.get("node") or {}
+        peak = sampled.get("peak_rss_bytes")
+        end = points.get("end", {})
+        return {"ranks": world, "points": points, "rss_bytes": end.get("rss_bytes"), "pss_bytes": end.get("pss_bytes"),
+                "peak_rss_bytes": peak, "peak_bytes_per_param": self.bpp(peak),
+                "peak_samples": sampled.get("samples"), "peak_interval_s": sampled.get("interval_s")}
 
     def native(self) -> dict[str, Any] | None:
         """Top native allocation sites per phase (--memray runs), sizes also in bytes per parameter."""

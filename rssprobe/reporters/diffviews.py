@@ -71,6 +71,9 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
     comps = r["comparisons"]
     out.append(_rows(Table("Phases and budget (bytes per parameter)", columns), comps.get("phases", [])))
     out.append(_rows(Table("Live-buffer roles (bytes per parameter)", columns), comps.get("roles", [])))
+    if comps.get("node"):
+        out.append(_rows(Table("The node: every rank summed, absolute (bytes per parameter of the model)", columns),
+                         comps["node"]))
     if comps.get("parts"):
         out.append(_rows(Table("Parts of RSS by memory mapping, at the end (bytes per parameter)", columns),
                          comps["parts"]))

@@ -174,6 +174,24 @@ def ranks_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
+def node_table(s: dict[str, Any]) -> Table | None:
+    """A multi-rank run's node: RSS and PSS summed over the ranks, and the sampled peak of the sum."""
+    node = s.get("node")
+    if not node:
+        return None
+    t = Table(f"The node ({node['ranks']} ranks summed; absolute, MiB and bytes per parameter of the model)",
+              ["point", "RSS MiB", "PSS MiB", "RSS B/param", "PSS B/param"])
+    for point, f in node["points"].items():
+        t.rows.append([point, mib(f["rss_bytes"]), mib(f["pss_bytes"]), bpp(f["rss_bytes_per_param"]),
+                       bpp(f["pss_bytes_per_param"])])
+    t.rows.append(["peak (sampled)", mib(node["peak_rss_bytes"]), NA, bpp(node["peak_bytes_per_param"]), NA])
+    t.note = (f"peak: the largest sum of the ranks' RSS the orchestrator saw, sampled every "
+              f"{node['peak_interval_s']} s ({node['peak_samples']} samples; a shorter transient can be missed). "
+              "PSS shares shared pages among the ranks (libtorch's code, shared buffers); the RSS sum counts "
+              "them once per rank.")
+    return t
+
+
 def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
     native = s.get("native")
     if not native:
@@ -212,6 +230,6 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    tables = [ranks_table(s), phases_table(s), budget_table(s), sites_table(s, all_sites), interventions_table(s),
-              native_table(s)]
+    tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), sites_table(s, all_sites),
+              interventions_table(s), native_table(s)]
     return [t for t in tables if t is not None and t.rows]
