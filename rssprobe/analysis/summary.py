@@ -176,7 +176,7 @@ class Summary:
                     "calls": sum(g["calls"] for g in got) / n,
                     "retained_bytes_per_param": self.bpp(avg("retained")),
                     "exclusive_bytes_per_param": self.bpp(avg("retained_excl")),
-                    "peak_bytes_per_param": self.bpp(max(g["peak"] for g in got)),
+                    "peak_bytes_per_param": self.bpp(max(g["peak_above_entry"] for g in got)),
                     "glibc_in_use_bytes_per_param": self.bpp(avg("inuse")),
                     "glibc_free_bytes_per_param": self.bpp(avg("free")),
                 })

@@ -120,7 +120,7 @@ def _quiet(r: dict[str, Any]) -> bool:
 
 def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
     t = Table("Code sites (bytes per parameter; steady = mean per step)",
-              ["site", "phase", "calls", "retained", "exclusive", "peak", "glibc in use", "glibc free"])
+              ["site", "phase", "calls", "retained", "exclusive", "peak above entry", "glibc in use", "glibc free"])
     rows = s["sites"] if all_rows else [r for r in s["sites"] if not _quiet(r)]
     for r in rows:
         t.rows.append([r["name"], r["phase"], f"{r['calls']:g}", bpp(r["retained_bytes_per_param"], True),

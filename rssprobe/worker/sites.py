@@ -32,7 +32,7 @@ class SiteTotals:
     calls: int = 0
     retained: int = 0
     retained_excl: int = 0
-    peak: int = 0
+    peak_above_entry: int = 0  # the exact peak of a call above the RSS at its entry (step events' "peak" is absolute)
     inuse: int | None = 0
     free: int | None = 0
     child_calls: int = 0  # calls of directly nested sites: exclusive = retained minus theirs (RSS reads behind it)
@@ -174,7 +174,7 @@ class SiteRecorder:
         totals.retained += retained
         totals.retained_excl += retained - frame.child_retained
         totals.child_calls += frame.child_calls
-        totals.peak = max(totals.peak, peak - rss0)
+        totals.peak_above_entry = max(totals.peak_above_entry, peak - rss0)
         inuse = free = 0
         if mi0 is not None and mi1 is not None:
             inuse = glibc.in_use(mi1) - glibc.in_use(mi0)
@@ -185,7 +185,7 @@ class SiteRecorder:
             self._frames[-1].child_retained += retained
             self._frames[-1].child_calls += 1
         if site in self.trace:
-            self.calls.append({"site": site, "retained": retained, "peak": peak - rss0, "inuse": inuse,
+            self.calls.append({"site": site, "retained": retained, "peak_above_entry": peak - rss0, "inuse": inuse,
                                "free": free, "fordblks_after": None if mi1 is None else mi1["fordblks"]})
 
     def drain(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], float]:
