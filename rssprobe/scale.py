@@ -130,12 +130,12 @@ class Sweep:
                 except UserError as e:  # a damaged run is left out, not the whole sweep
                     sweep.problems.append(f"{group.name}/{run.id}: unreadable ({e}); kept out of the fit")
                     continue
-                status = summary.manifest.get("status")
+                status = summary.status
                 if status == "ok" and summary.params:
                     sweep.points.append((summary.params, summary.metrics()))
                     ok += 1
                 else:
-                    sweep.problems.append(f"{group.name}/{run.id}: {status} ({summary.manifest.get('error')}); "
+                    sweep.problems.append(f"{group.name}/{run.id}: {status} ({summary.error}); "
                                           "kept out of the fit")
                 sweep.never_took_effect += [n for n in summary.never_took_effect() if n not in sweep.never_took_effect]
             if len(runs) < repeat:
