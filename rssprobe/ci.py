@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from . import groups, launcher, patchset, scale, scenario, verdicts
 from .analysis import metrics, stats
 from .analysis.compare import GATED, Side, compare
@@ -62,6 +64,9 @@ def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[st
     ceilings = load_limits(g.limits)
     if g.candidate:
         side = Side.load(g.candidate)
+        for metric in ceilings:  # a misspelt name is unknown, not "not measured" (undecided)
+            if not any(metric in s["metrics"] for s in side.summaries):
+                metrics.check(f"{g.limits}:", metric, _scenario_of(side))
     elif g.scenario_ref:
         scen = scenario.load(g.scenario_ref, sets)
         for metric in ceilings:  # before minutes of training, not after
@@ -79,6 +84,18 @@ def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[st
     emit(g.fmt, data, lines, [table], alarm=verdicts.exit_code(verdict) != 0)
     publish(markdown.render(lines, [table]))
     return verdict, [(c.metric, c.verdict, c.reason) for c in checks]
+
+
+def _scenario_of(side: Side) -> scenario.Scenario:
+    """The scenario a stored side ran (its manifest's, size resolved to layers), for naming its figures."""
+    raw = dict(side.runs[0].manifest()["scenario"])
+    model = dict(raw.get("model") or {})
+    if model.get("layers") is not None:
+        model.pop("params", None)
+    try:
+        return scenario.Scenario.model_validate({**raw, "model": model})
+    except ValidationError:
+        return scenario.load("default")
 
 
 def _scales_against_each_other(g: GateRequest) -> tuple[str, list[tuple[str, str, str]]]:
@@ -118,8 +135,22 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
     return result["verdict"], cases
 
 
+def check_writable(path: Path, flag: str) -> None:
+    """A file the gate writes at the end must be writable before anything is decided or run (else the
+    verdict is printed and then lost in a traceback)."""
+    if path.is_dir():
+        raise UserError(f"{flag} {path}: is a directory; give a file name")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"{flag} {path}: {parent} is not a directory")
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise UserError(f"{flag} {path}: {parent} is not writable")
+
+
 def gate(g: GateRequest) -> int:
     """Decide pass / regression / undecided; the verdict's exit code."""
+    if g.junit_file is not None:
+        check_writable(g.junit_file, "--junit")
     sets = [*g.sets, groups.TRIM_AT_END]
     verdict, cases = _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)
     if g.junit_file:

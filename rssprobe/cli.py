@@ -12,13 +12,18 @@ from .errors import UserError
 
 
 class Group(click.Group):
-    """Turns UserError into one line on stderr and exit code 2, never a traceback."""
+    """Turns UserError, and click's usage errors, into one line on stderr and exit code 2, never a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except UserError as e:
             click.echo(f"rssprobe: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            sub = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
+            command = f"rssprobe {sub}" if sub else "rssprobe"
+            click.echo(f"rssprobe: error: {e.format_message()} (see '{command} --help')", err=True)
             sys.exit(e.exit_code)
 
 
