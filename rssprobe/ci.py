@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from . import groups, launcher, patchset, scale, scenario, verdicts
+from . import groups, launcher, overlay, patchset, preflight, scale, scenario, verdicts
 from .analysis import metrics, stats
 from .analysis.compare import GATED, Side, compare
 from .analysis.gate import check_limits, load_limits
@@ -51,6 +51,12 @@ def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str]
     return Side.load(str(group.path))
 
 
+def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path]) -> None:
+    preflight.check_memory(scen)
+    overlay.read_diffs(patch_files)
+    preflight.check_sites(scen, specs, overlay=bool(patch_files))
+
+
 def publish(markdown_text: str) -> None:
     """Append to the GitHub Actions job summary, when running there."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -72,6 +78,7 @@ def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[st
         for metric in ceilings:  # before minutes of training, not after
             metrics.check(f"{g.limits}:", metric, scen)
         label, specs = patchset.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
+        _preflight(scen, specs, g.patch_files)
         side = _group(g, scen, label, specs, g.patch_files)
     else:
         raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
@@ -122,6 +129,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
         label, specs = patchset.resolve(scen, False, use_set, g.patches)
         if g.patch_files:
             label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
+        _preflight(scen, specs, g.patch_files)  # both sides, before the baseline runs for minutes
         a = _group(g, scen, "baseline", [])
         b = _group(g, scen, label, specs, g.patch_files)
     else:

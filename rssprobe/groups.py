@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from . import envs, launcher, patchset, scenario, storage
+from . import envs, launcher, overlay, patchset, preflight, scenario, storage
 from .errors import UserError
 from .log import say
 from .reporters.output import show_entry
@@ -113,7 +113,9 @@ def start(s: Start) -> int:
 def build_request(s: Start) -> launcher.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
     scen = scenario.load(s.scenario_ref, s.sets)
+    preflight.check_memory(scen)
     patch_label, specs = patchset.resolve(scen, s.baseline, s.patched, s.patches)
+    overlay.read_diffs(s.patch_files)  # a diff that cannot be used fails before a run directory exists
     if s.patch_files:
         if s.baseline:
             raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")

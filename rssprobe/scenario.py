@@ -152,6 +152,8 @@ def _read(ref: str) -> tuple[str, dict[str, Any]]:
             raise UserError(f"{label}: no such file") from None
         except OSError as e:
             raise UserError(f"{label}: cannot read ({e.strerror})") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{label}: not UTF-8 text (byte {e.start})") from None
     else:
         res = resources.files("rssprobe.scenarios").joinpath(f"{ref}.toml")
         if not res.is_file():

@@ -96,6 +96,9 @@ def malloc_env(values: tuple[str, ...], default: dict[str, str] | None = None) -
     bad = [k for k in env if not k.startswith("MALLOC_")]
     if bad:
         raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
+    for key, value in env.items():  # glibc reads every MALLOC_* knob as a number and ignores anything else
+        if not value.strip().isdigit():
+            raise UserError(f"--malloc-env {key}={value}: glibc takes a non-negative integer here")
     return env if values else dict(default or {})
 
 
