@@ -128,7 +128,7 @@ _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "phase": {"name": (str,), "rss": _NUMBER, "mallinfo": _OPT_DICT},
     "census": {"at": (str,), "rss": _NUMBER, "resident": _NUMBER, "roles": (dict,), "mallinfo": _OPT_DICT},
     "model": {"params": (int,)},
-    "partition": {"params": (int,)},
+    "partition": {"params": (int, type(None))},  # None: the optimizer has no partition_size
     "trim_at_end": {"before": (dict,), "after": (dict,)},
     "sites": {"installed": (dict,)},
     "end": {"status": (str,)},

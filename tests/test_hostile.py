@@ -277,3 +277,13 @@ def test_bad_options_and_requests_are_one_line_exit_2(original: Path, tmp_path: 
     assert "verdict" not in proc.stdout.lower()  # refused before deciding, not after
     assert not runs.exists()  # nothing ran, no run directory left behind
     assert sorted(p.name for p in work.iterdir()) == sorted(files)
+
+
+def test_every_event_a_real_run_writes_passes_the_check(original: Path) -> None:
+    """The event checker refuses nothing a real worker writes (or every real run would read incomplete)."""
+    from rssprobe.rundata import event_problem
+
+    events = [json.loads(line) for line in _events(original)]
+    assert {e["event"] for e in events} >= {"phase", "model", "partition", "init", "step", "census", "end"}
+    assert [event_problem(e) for e in events if event_problem(e)] == []
+    assert event_problem({"event": "partition", "params": None}) is None
