@@ -95,6 +95,7 @@ def _cut(path: Path) -> None:
 INCOMPLETE = [
     ("events-truncated", _truncated, "step events"),
     ("events-empty", _file("events.jsonl", b""), "0 of"),
+    ("events-missing", lambda run: (run / "events.jsonl").unlink(), "events.jsonl is missing"),
     ("events-no-steps", _without_steps, "0 of"),
     ("events-line-a-list", _append_line("[1,2,3]"), "not an event: a JSON list"),
     ("events-line-not-an-event", _append_line('{"foo": 1}'), "no 'event' kind"),

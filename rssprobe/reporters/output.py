@@ -41,7 +41,7 @@ def show_entry(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bo
         tables = [status_table(summaries)] if fmt == "csv" else []
         emit(fmt, data, lines, [*tables, views.group_table(summaries)], bad)
         return
-    if rank not in entry.ranks():
+    if rank not in entry.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
         raise UserError(f"{entry.path}: no rank {rank} in this run (ranks: {entry.ranks()})")
     data = Summary(entry, rank).as_dict()
     tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
