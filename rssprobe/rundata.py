@@ -166,7 +166,8 @@ def read_events(path: Path) -> Events:
     """Every event of an events file; a torn last line is dropped, other bad lines are reported."""
     if not path.exists():
         return Events(exists=False)
-    lines = read_text(path).split("\n")
+    text = read_text(path)
+    lines = text.split("\n")
     out = Events()
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for i, line in enumerate(lines):
@@ -175,7 +176,7 @@ def read_events(path: Path) -> Events:
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
-            if i != last or path.read_bytes().endswith(b"\n"):  # a torn write is the unterminated last line only
+            if i != last or text.endswith("\n"):  # a torn write is the unterminated last line only
                 out.bad_lines.append((i + 1, "not JSON"))
             continue
         problem = event_problem(event)
