@@ -255,6 +255,9 @@ OPTIONS = [
     ("inject-no-site", ["run", "tiny", "--patch", "testing.inject:bytes_per_param=1"], {}, "site=DOTTED.PATH"),
     ("malloc-env-not-a-number", ["run", "tiny", "--malloc-env", "MALLOC_ARENA_MAX=lots"], {}, "non-negative integer"),
     ("patch-file-not-utf8", ["run", "tiny", "--patch-file", "{p.diff}"], {"p.diff": b"\xff\xfe\x00"}, "not UTF-8"),
+    ("patch-file-garbage", ["run", "tiny", "--patch-file", "{p.diff}"], {"p.diff": b"hello\n"}, "not a unified diff"),
+    ("gate-patch-file-garbage", ["gate", "tiny", "--run", "--patch-file", "{p.diff}"], {"p.diff": b"hello\n"},
+     "not a unified diff"),
     ("scenario-not-utf8", ["run", "{s.toml}"], {"s.toml": b'name = "x"\xff\n'}, "not UTF-8"),
     ("out-is-a-file", ["run", "tiny", "--out", "{s.toml}"], {"s.toml": b""}, "exists and is not a directory"),
 ]
