@@ -63,11 +63,21 @@ FINAL = ("ok", "failed", "timeout")  # a run that ended in one of these needs no
 
 
 def finished(group_dir: Path, repeat: int) -> bool:
-    """Every one of `repeat` runs of the group reached a final status (so a resumed workflow reuses it)."""
+    """Every one of `repeat` runs of the group reached a final status its files back (so a resumed
+    workflow reuses it)."""
     if not (group_dir / storage.GROUP).is_file():
         return False
     runs = storage.GroupDir(group_dir).runs()
-    return len(runs) == repeat and all(r.manifest().get("status") in FINAL for r in runs)
+    return len(runs) == repeat and all(_ended(r) for r in runs)
+
+
+def _ended(run: storage.RunDir) -> bool:
+    """A final status that the run's files back; a damaged or incomplete run is run again."""
+    try:
+        manifest = run.manifest()
+        return manifest.get("status") in FINAL and not run.incomplete(manifest)
+    except UserError:
+        return False
 
 
 def rerun_argv(ref: str, sets: list[str], patches: list[str], repeat: int, out: Path, env_name: str | None,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from rssprobe import groups
+
 from .conftest import rssprobe
 
 Damage = Callable[[Path], None]
@@ -206,6 +208,11 @@ def test_a_group_with_an_incomplete_member_is_not_finished(original: Path, tmp_p
     assert "Status,run-02,incomplete," in csv and "Status,run-01,ok," in csv
     gate = rssprobe("gate", "--reference", str(group), "--candidate", str(group))
     assert gate.returncode == 125 and "did not finish" in gate.stdout
+    # a resumed matrix, scale or bisect runs such a group again instead of reusing it
+    assert not groups.finished(group, 3)
+    shutil.rmtree(group / "run-02")
+    _copy(original, group / "run-02")
+    assert groups.finished(group, 3)
 
 
 def test_a_corrupt_group_does_not_break_show_latest(original: Path, tmp_path: Path) -> None:
