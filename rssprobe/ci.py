@@ -11,7 +11,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import groups, launcher, patchset, scale, scenario, verdicts
+from pydantic import ValidationError
+
+from . import groups, launcher, overlay, patchset, preflight, scale, scenario, verdicts
 from .analysis import metrics, stats
 from .analysis.compare import GATED, Side, compare
 from .analysis.gate import check_limits, load_limits
@@ -49,6 +51,12 @@ def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str]
     return Side.load(str(group.path))
 
 
+def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path]) -> None:
+    preflight.check_memory(scen)
+    overlay.read_diffs(patch_files)
+    preflight.check_sites(scen, specs, overlay=bool(patch_files))
+
+
 def publish(markdown_text: str) -> None:
     """Append to the GitHub Actions job summary, when running there."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -62,11 +70,15 @@ def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[st
     ceilings = load_limits(g.limits)
     if g.candidate:
         side = Side.load(g.candidate)
+        for metric in ceilings:  # a misspelt name is unknown, not "not measured" (undecided)
+            if not any(metric in s["metrics"] for s in side.summaries):
+                metrics.check(f"{g.limits}:", metric, _scenario_of(side))
     elif g.scenario_ref:
         scen = scenario.load(g.scenario_ref, sets)
         for metric in ceilings:  # before minutes of training, not after
             metrics.check(f"{g.limits}:", metric, scen)
         label, specs = patchset.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
+        _preflight(scen, specs, g.patch_files)
         side = _group(g, scen, label, specs, g.patch_files)
     else:
         raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
@@ -79,6 +91,18 @@ def _against_limits(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple[st
     emit(g.fmt, data, lines, [table], alarm=verdicts.exit_code(verdict) != 0)
     publish(markdown.render(lines, [table]))
     return verdict, [(c.metric, c.verdict, c.reason) for c in checks]
+
+
+def _scenario_of(side: Side) -> scenario.Scenario:
+    """The scenario a stored side ran (its manifest's, size resolved to layers), for naming its figures."""
+    raw = dict(side.runs[0].manifest()["scenario"])
+    model = dict(raw.get("model") or {})
+    if model.get("layers") is not None:
+        model.pop("params", None)
+    try:
+        return scenario.Scenario.model_validate({**raw, "model": model})
+    except ValidationError:
+        return scenario.load("default")
 
 
 def _scales_against_each_other(g: GateRequest) -> tuple[str, list[tuple[str, str, str]]]:
@@ -105,6 +129,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
         label, specs = patchset.resolve(scen, False, use_set, g.patches)
         if g.patch_files:
             label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
+        _preflight(scen, specs, g.patch_files)  # both sides, before the baseline runs for minutes
         reqs = [launcher.RunRequest(scenario=scen, scenario_ref=g.scenario_ref, label=name, patches=patches,
                                     malloc_env=g.malloc_env, patch_files=files)
                 for name, patches, files in (("baseline", [], []), (label, specs, list(g.patch_files)))]
@@ -122,8 +147,22 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
     return result["verdict"], cases
 
 
+def check_writable(path: Path, flag: str) -> None:
+    """A file the gate writes at the end must be writable before anything is decided or run (else the
+    verdict is printed and then lost in a traceback)."""
+    if path.is_dir():
+        raise UserError(f"{flag} {path}: is a directory; give a file name")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"{flag} {path}: {parent} is not a directory")
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise UserError(f"{flag} {path}: {parent} is not writable")
+
+
 def gate(g: GateRequest) -> int:
     """Decide pass / regression / undecided; the verdict's exit code."""
+    if g.junit_file is not None:
+        check_writable(g.junit_file, "--junit")
     sets = [*g.sets, groups.TRIM_AT_END]
     verdict, cases = _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)
     if g.junit_file:

@@ -12,7 +12,7 @@ from .errors import UserError
 
 
 class Group(click.Group):
-    """Turns UserError into one line on stderr and exit code 2, never a traceback.
+    """Turns UserError, and click's usage errors, into one line on stderr and exit code 2, never a traceback.
 
     SIGTERM (CI cancel or time-out) takes Ctrl-C's path; the exit code is then 143, not 130.
     """
@@ -30,6 +30,11 @@ class Group(click.Group):
             raise
         except SystemExit as e:
             sys.exit(lifeline.exit_code(e.code))
+        except click.UsageError as e:
+            sub = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
+            command = f"rssprobe {sub}" if sub else "rssprobe"
+            click.echo(f"rssprobe: error: {e.format_message()} (see '{command} --help')", err=True)
+            sys.exit(e.exit_code)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from . import envs, launcher, patchset, scenario, storage
+from . import envs, launcher, overlay, patchset, preflight, scenario, storage
 from .errors import UserError
 from .log import say
 from .reporters.output import show_entry
@@ -90,11 +90,21 @@ FINAL = ("ok", "failed", "timeout")  # a run that ended in one of these needs no
 
 
 def finished(group_dir: Path, repeat: int) -> bool:
-    """Every one of `repeat` runs of the group reached a final status (so a resumed workflow reuses it)."""
+    """Every one of `repeat` runs of the group reached a final status its files back (so a resumed
+    workflow reuses it)."""
     if not (group_dir / storage.GROUP).is_file():
         return False
     runs = storage.GroupDir(group_dir).runs()
-    return len(runs) == repeat and all(r.manifest().get("status") in FINAL for r in runs)
+    return len(runs) == repeat and all(_ended(r) for r in runs)
+
+
+def _ended(run: storage.RunDir) -> bool:
+    """A final status that the run's files back; a damaged or incomplete run is run again."""
+    try:
+        manifest = run.manifest()
+        return manifest.get("status") in FINAL and not run.incomplete(manifest)
+    except UserError:
+        return False
 
 
 def rerun_argv(ref: str, sets: list[str], patches: list[str], repeat: int, out: Path, env_name: str | None,
@@ -140,7 +150,9 @@ def start(s: Start) -> int:
 def build_request(s: Start) -> launcher.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
     scen = scenario.load(s.scenario_ref, s.sets)
+    preflight.check_memory(scen)
     patch_label, specs = patchset.resolve(scen, s.baseline, s.patched, s.patches)
+    overlay.read_diffs(s.patch_files)  # a diff that cannot be used fails before a run directory exists
     if s.patch_files:
         if s.baseline:
             raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, layout, lifeline, nodewatch, opcache, overlay, sites_config, storage
+from . import host, layout, lifeline, nodewatch, opcache, overlay, preflight, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -133,6 +133,7 @@ class Prepared:
 
 def prepare(req: RunRequest) -> Prepared:
     """Everything that can fail on bad input fails here, before any process starts."""
+    preflight.check_sites(req.scenario, req.patches, req.python, overlay=bool(req.patch_files))
     other_python = None if req.python == sys.executable else req.python
     torch_version = host.package_version("torch", other_python)
     ds_version = host.package_version("deepspeed", other_python)

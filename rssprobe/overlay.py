@@ -57,18 +57,28 @@ def site_packages_of(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))).parent
 
 
+def read_diffs(diffs: list[Path]) -> dict[Path, str]:
+    """Each diff's text, read and its file headers checked (UserError otherwise): done before a run
+    directory exists, so a diff that cannot be used leaves nothing behind."""
+    texts = {}
+    for diff in diffs:
+        try:
+            texts[diff] = diff.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"{diff}: cannot read ({e.strerror})") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{diff}: not a unified diff (not UTF-8 text: byte {e.start})") from None
+        _targets(diff, texts[diff])
+    return texts
+
+
 def prepare(diffs: list[Path], overlay: Path) -> list[dict[str, str]]:
     """Copy the touched modules into `overlay`, apply every diff there; returns manifest records.
 
     Fails before any run starts, naming the diff and the hunk that does not apply.
     """
     records = []
-    texts = {}
-    for diff in diffs:
-        try:
-            texts[diff] = diff.read_text()
-        except OSError as e:
-            raise UserError(f"{diff}: cannot read ({e.strerror})") from None
+    texts = read_diffs(diffs)
     overlay.mkdir(parents=True, exist_ok=True)
     for diff, text in texts.items():
         for rel in _targets(diff, text):

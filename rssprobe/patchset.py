@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .errors import UserError
 from .scenario import Scenario
-from .worker.interventions import REGISTRY, SETS, expand, parse
+from .worker.interventions import REGISTRY, SETS, Refused, expand, parse
 
 
 def known_names(include_testing: bool = False) -> list[str]:
@@ -35,6 +35,14 @@ def resolve(scenario: Scenario, baseline: bool, patched: bool, names: list[str])
             if unknown:
                 raise UserError(f"--patch {spec}: unknown option(s) {', '.join(sorted(unknown))} for {name}")
             components = [spec]
+        for component in components:
+            component_name, component_options = parse(component)
+            check = REGISTRY[component_name].check
+            try:
+                if check is not None:
+                    check(component_options)  # now, not after a worker has started
+            except Refused as e:
+                raise UserError(f"--patch {spec}: {e}") from None
         specs += [c for c in components if c not in specs]
     label = "patched" if patched and not names else "+".join(parse(s)[0] for s in specs)
     return label, specs

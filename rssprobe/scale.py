@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import groups, launcher, layout, scenario, storage, verdicts
+from . import groups, launcher, layout, preflight, scenario, storage, verdicts
 from .analysis import fit as fitting
 from .analysis import stats
 from .analysis.compare import GATED
@@ -52,6 +52,8 @@ def parse_sizes(text: str) -> list[float]:
 def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenario.Scenario]:
     """One scenario per size (--set model.params=N), sorted; two sizes that build one model are refused."""
     scens = [scenario.load(ref, [*sets, f"model.params={size!r}"]) for size in sizes]
+    for scen in scens:  # the largest size must fit before the smallest one runs
+        preflight.check_memory(scen)
     by_params: dict[int, float] = {}
     for size, scen in zip(sizes, scens, strict=True):
         n = scen.model.n_params
@@ -130,12 +132,12 @@ class Sweep:
                 except UserError as e:  # a damaged run is left out, not the whole sweep
                     sweep.problems.append(f"{group.name}/{run.id}: unreadable ({e}); kept out of the fit")
                     continue
-                status = summary.manifest.get("status")
+                status = summary.status
                 if status == "ok" and summary.params:
                     sweep.points.append((summary.params, summary.metrics()))
                     ok += 1
                 else:
-                    sweep.problems.append(f"{group.name}/{run.id}: {status} ({summary.manifest.get('error')}); "
+                    sweep.problems.append(f"{group.name}/{run.id}: {status} ({summary.error}); "
                                           "kept out of the fit")
                 sweep.never_took_effect += [n for n in summary.never_took_effect() if n not in sweep.never_took_effect]
             if len(runs) < repeat:

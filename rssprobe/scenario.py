@@ -16,6 +16,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import UserError, from_validation
+from .rundata import read_text
 
 
 class _Strict(BaseModel):
@@ -145,13 +146,7 @@ def _read(ref: str) -> tuple[str, dict[str, Any]]:
     """(label for messages, raw dict) for a path or a packaged scenario name."""
     path = Path(ref)
     if path.suffix == ".toml" or path.exists():
-        label = str(path)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise UserError(f"{label}: no such file") from None
-        except OSError as e:
-            raise UserError(f"{label}: cannot read ({e.strerror})") from None
+        label, text = str(path), read_text(path)
     else:
         res = resources.files("rssprobe.scenarios").joinpath(f"{ref}.toml")
         if not res.is_file():

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import layout
+from . import layout, rundata
 from .errors import UserError
 from .layout import EVENTS, GROUP, MANIFEST, NATIVE, STEPS, WORKER_LOG, WORKER_SPEC, runs_root, steps_file
 
@@ -40,9 +40,14 @@ class RunDir:
         if out is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
             out = runs_root() / f"{stamp}-{layout.slug(scenario)}-{label}"
+        if out.exists() and not out.is_dir():
+            raise UserError(f"{out}: exists and is not a directory")
         if out.exists() and any(out.iterdir()):
             raise UserError(f"{out}: output directory exists and is not empty")
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"{out}: cannot create the output directory ({e.strerror or e})") from None
         return cls(out)
 
     @property
@@ -50,12 +55,10 @@ class RunDir:
         return self.path.name
 
     def manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / MANIFEST).read_text())
-        except FileNotFoundError:
-            raise UserError(f"{self.path}: not a run directory (no {MANIFEST})") from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"{self.path / MANIFEST}: corrupt manifest ({e})") from None
+        path = self.path / MANIFEST
+        if not path.exists():
+            raise UserError(f"{self.path}: not a run directory (no {MANIFEST})")
+        return rundata.check_manifest(path, rundata.read_json_object(path, "manifest"))
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.path / MANIFEST, manifest)
@@ -73,17 +76,16 @@ class RunDir:
         return out
 
     def events(self, rank: int = 0) -> list[dict[str, Any]]:
-        """All complete events of a rank; a torn last line (the worker died mid-write) is dropped."""
-        path = self.path / layout.events_file(rank)
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        """All complete events of a rank; a torn last line (the worker died mid-write) is dropped,
+        and so is a line that is not an event (read_events() names those)."""
+        return self.read_events(rank).events
+
+    def read_events(self, rank: int = 0) -> rundata.Events:
+        return rundata.read_events(self.path / layout.events_file(rank))
+
+    def incomplete(self, manifest: dict[str, Any] | None = None) -> dict[int, str]:
+        """rank -> why its events do not back a manifest that says ok (empty: they do)."""
+        return rundata.incomplete(manifest or self.manifest(), self.read_events)
 
     def log_tail(self, lines: int = 20) -> str:
         path = self.path / WORKER_LOG
@@ -111,7 +113,8 @@ class GroupDir:
         return self.path.name
 
     def info(self) -> dict[str, Any]:
-        return json.loads((self.path / GROUP).read_text())
+        path = self.path / GROUP
+        return rundata.check_group(path, rundata.read_json_object(path, "group file"))
 
     def manifest(self) -> dict[str, Any]:  # for sorting alongside runs
         return self.info()
@@ -134,7 +137,14 @@ def find_entries(root: Path | None = None) -> list[RunDir | GroupDir]:
             entries.append(GroupDir(p))
         elif (p / MANIFEST).is_file():
             entries.append(RunDir(p))
-    return sorted(entries, key=lambda e: (e.manifest().get("started", ""), e.id))
+    def started(e: RunDir | GroupDir) -> str | None:
+        try:
+            return str(e.manifest().get("started", ""))
+        except UserError:
+            return None  # a damaged entry is not the latest of anything; showing it names the damage
+
+    keyed = [(s, e) for e in entries if (s := started(e)) is not None]
+    return [e for _s, e in sorted(keyed, key=lambda se: (se[0], se[1].id))]
 
 
 def resolve_entry(ref: str) -> RunDir | GroupDir:

@@ -11,23 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from .. import verdicts
 from ..errors import UserError, from_validation
+from ..rundata import read_text
 from .compare import Side
 
 
 class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    limits: dict[str, float]
+    limits: dict[str, FiniteFloat] = Field(min_length=1)  # an empty table would pass having checked nothing
 
 
 def load_limits(path: Path) -> dict[str, float]:
     try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
+        raw = tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML ({e})") from None
     try:

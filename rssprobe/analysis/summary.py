@@ -8,11 +8,11 @@ since import costs differ between versions by tens of MiB and are not per-parame
 from __future__ import annotations
 
 import functools
-import json
 import re
 from statistics import fmean
 from typing import Any
 
+from ..rundata import INCOMPLETE, check_native, read_json_object
 from ..sites_config import short_name
 from ..storage import NATIVE, RunDir
 from ..worker.census import partitioned_roles
@@ -49,6 +49,10 @@ class Summary:
         self.run, self.rank = run, rank
         self.manifest = run.manifest()
         self.events = run.events(rank)
+        # an ok the events do not back is "incomplete", with the reason (rssprobe.rundata)
+        self.gaps = run.incomplete(self.manifest)
+        self.status = INCOMPLETE if self.gaps else self.manifest["status"]
+        self.error = "; ".join(self.gaps.values()) if self.gaps else self.manifest.get("error")
         self.by_kind: dict[str, list[dict[str, Any]]] = {}
         for e in self.events:
             self.by_kind.setdefault(e["event"], []).append(e)
@@ -250,8 +254,8 @@ class Summary:
     def as_dict(self) -> dict[str, Any]:
         m = self.manifest
         return {
-            "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": m.get("status"),
-            "error": m.get("error"), "scenario": m.get("scenario", {}).get("name"),
+            "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": self.status,
+            "error": self.error, "scenario": m.get("scenario", {}).get("name"),
             "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
             "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
             "malloc_env": m.get("malloc_env"),
@@ -281,7 +285,8 @@ class Summary:
             metrics = other.metrics()
             ratio = (other.params / other.partition_params) if other.params and other.partition_params else None
             state = (self.manifest.get("ranks") or {}).get(str(rank), {})
-            rows.append({"rank": rank, "status": state.get("status"), "error": state.get("error"),
+            rows.append({"rank": rank, "status": INCOMPLETE if rank in self.gaps else state.get("status"),
+                         "error": self.gaps.get(rank, state.get("error")),
                          "steps_done": len(other.steps), "partition_params": other.partition_params,
                          "metrics": metrics,
                          "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()
@@ -321,7 +326,7 @@ class Summary:
         path = self.run.path / NATIVE
         if not path.exists():
             return None
-        data = json.loads(path.read_text())
+        data = check_native(path, read_json_object(path, "native view"))
         for kinds in data.values():
             for rows in kinds.values():
                 for row in rows:

@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from .. import envs, groups
-from ..analysis import stats
 from ..bisection.probes import DEFAULT_METRIC
 from ..bisection.run import BisectRequest, bisect
 from . import common_args
@@ -37,8 +36,8 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Runs per probe and round.")
 @click.option("--retries", default=3, show_default=True, type=click.IntRange(0),
               help="Extra rounds for an undecided probe before it is skipped.")
-@click.option("--threshold", default=stats.THRESHOLD, show_default=True, type=float)
-@click.option("--alpha", default=stats.ALPHA, show_default=True, type=float)
+@common_args.threshold_option()
+@common_args.alpha_option()
 @scenario_sets
 @click.option("--out", type=click.Path(path_type=Path), help="Directory for the runs (default reports/bisect/...).")
 @fresh_option

@@ -6,16 +6,42 @@ library takes, raising UserError (one line, exit 2) on bad input.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..analysis import stats
 from ..errors import UserError
 from ..reporters.output import FORMATS
 
 F = Callable[..., Any]
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that also refuses nan and infinities (nan passes every comparison unseen)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+# The statistics options diff, gate and bisect share: a value out of range would change the
+# verdict silently (a negative threshold makes every change a regression, alpha 0 nothing one).
+THRESHOLD = FiniteRange(min=0)
+ALPHA = FiniteRange(min=0, max=1, min_open=True, max_open=True)
+
+
+def threshold_option(help: str | None = None) -> Callable[[F], F]:
+    return click.option("--threshold", default=stats.THRESHOLD, show_default=True, type=THRESHOLD, help=help)
+
+
+def alpha_option(help: str | None = None) -> Callable[[F], F]:
+    return click.option("--alpha", default=stats.ALPHA, show_default=True, type=ALPHA, help=help)
 
 
 def python_options(f: F) -> F:
@@ -70,6 +96,9 @@ def malloc_env(values: tuple[str, ...], default: dict[str, str] | None = None) -
     bad = [k for k in env if not k.startswith("MALLOC_")]
     if bad:
         raise UserError(f"--malloc-env {bad[0]}: only glibc MALLOC_* knobs are accepted")
+    for key, value in env.items():  # glibc reads every MALLOC_* knob as a number and ignores anything else
+        if not value.strip().isdigit():
+            raise UserError(f"--malloc-env {key}={value}: glibc takes a non-negative integer here")
     return env if values else dict(default or {})
 
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import click
 
-from ..analysis import stats
 from ..analysis.compare import GATED
 from ..reporters.output import compare_refs
-from .common_args import format_option
+from .common_args import alpha_option, format_option, threshold_option
 
 
 @click.command("diff")
 @click.argument("a_ref", metavar="A")
 @click.argument("b_ref", metavar="B")
-@click.option("--threshold", default=stats.THRESHOLD, show_default=True, type=float,
-              help="Smallest change that matters, bytes per parameter.")
-@click.option("--alpha", default=stats.ALPHA, show_default=True, type=float, help="Significance level.")
+@threshold_option("Smallest change that matters, bytes per parameter.")
+@alpha_option("Significance level.")
 @format_option()
 @click.option("--all-sites", is_flag=True, help="Every site figure, also those below the threshold.")
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")

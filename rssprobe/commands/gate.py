@@ -14,7 +14,6 @@ from pathlib import Path
 import click
 
 from .. import ci
-from ..analysis import stats
 from ..analysis.compare import GATED
 from ..errors import UserError
 from . import common_args
@@ -37,8 +36,8 @@ from .common_args import format_option, malloc_env_option
 @malloc_env_option("glibc knob for the runs gate starts.")
 @click.option("--metric", "metrics", multiple=True, metavar="PATTERN",
               help=f"Figures that decide (glob; default {', '.join(GATED)}).")
-@click.option("--threshold", default=stats.THRESHOLD, show_default=True, type=float)
-@click.option("--alpha", default=stats.ALPHA, show_default=True, type=float)
+@common_args.threshold_option()
+@common_args.alpha_option()
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path), help="Write JUnit XML here.")
 @format_option(["terminal", "markdown", "json"])
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")

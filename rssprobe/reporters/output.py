@@ -32,21 +32,32 @@ def emit(fmt: str, data: object, lines: list[str], tables: list[views.Table], al
 def show_entry(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bool = False, rank: int = 0) -> None:
     """A run's (or a run group's) summary."""
     if isinstance(entry, storage.GroupDir):
+        info = entry.info()
         summaries = [Summary(r).as_dict() for r in entry.runs()]
-        data = {"group": entry.id, **entry.info(), "runs": summaries}
-        lines = [f"group {entry.id}: {len(summaries)} runs of {entry.info()['scenario']} "
-                 f"[{entry.info()['label']}]"] + [views.header_lines(s)[0] for s in summaries]
+        data = {"group": entry.id, **info, "runs": summaries}
+        lines = [f"group {entry.id}: {len(summaries)} runs of {info['scenario']} "
+                 f"[{info['label']}]"] + [views.header_lines(s)[0] for s in summaries]
         bad = any(s["status"] != "ok" or s["never_took_effect"] for s in summaries)
-        emit(fmt, data, lines, [views.group_table(summaries)], bad)
+        tables = [status_table(summaries)] if fmt == "csv" else []
+        emit(fmt, data, lines, [*tables, views.group_table(summaries)], bad)
         return
-    if rank not in entry.ranks():
+    if rank not in entry.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
         raise UserError(f"{entry.path}: no rank {rank} in this run (ranks: {entry.ranks()})")
     data = Summary(entry, rank).as_dict()
     tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
+    if fmt == "csv":  # the header lines, which carry the status, are not part of CSV
+        tables = [status_table([data]), *tables]
     emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]))
     tail = entry.manifest().get("log_tail")
     if fmt == "terminal" and data["status"] != "ok" and tail:
         click.echo(f"last lines of the worker's output ({entry.path}/worker*.log):\n{tail}", err=True)
+
+
+def status_table(summaries: list[dict]) -> views.Table:
+    """Each run's status (ok, failed, incomplete, running, ...) and why, as a table (CSV has no header lines)."""
+    return views.Table("Status", ["run", "status", "reason", "steps"],
+                       [[s["run"], s["status"], s.get("error") or "", f"{s['steps_done']}/{s['steps_requested']}"]
+                        for s in summaries])
 
 
 def show_comparison(result: dict, fmt: str, all_sites: bool = False) -> None:

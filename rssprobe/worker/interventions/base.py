@@ -43,6 +43,8 @@ class Intervention:
     options: dict[str, str] = field(default_factory=dict)  # option -> help
     testing: bool = False  # test-only: hidden from `rssprobe patches` unless asked
     counter: str = ""  # the effect key that says it took effect (must end > 0)
+    # checks the options before any worker starts (raises Refused); the orchestrator calls it
+    check: Callable[[dict[str, str]], None] | None = None
 
 
 def rewrite_method(owner: Any, attr: str, edits: list[tuple[str, list[str]]], label: str,

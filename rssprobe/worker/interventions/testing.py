@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import mmap
 import os
 import threading
@@ -38,19 +39,39 @@ def _wrap_site(name: str, path: str, make: Any) -> None:
     replace_function(*found, lambda fn: functools.wraps(fn)(make(fn)))
 
 
-def apply_inject(ctx: Context, options: dict[str, str]) -> None:
+def _number(name: str, options: dict[str, str], key: str, default: str, kind: type, low: float) -> Any:
+    """An option as int or float, finite and >= low, else Refused naming it."""
+    text = options.get(key, default)
     try:
-        path = options["site"]
-        per_param = float(options.get("bytes_per_param", "3"))
-        at_step = int(options.get("step", "1"))
-        mode = options.get("mode", "retained")
-        fixed = int(float(options["mib"]) * 2**20) if "mib" in options else None
-    except (KeyError, ValueError) as e:
-        raise Refused(f"{INJECT}: bad options {options} ({e})") from None
-    if fixed is not None and ("bytes_per_param" in options or fixed <= 0):
-        raise Refused(f"{INJECT}: mib is an absolute size > 0, instead of bytes_per_param, not with it")
+        value = kind(text)
+    except ValueError:
+        raise Refused(f"{name}: {key}={text} is not {'an integer' if kind is int else 'a number'}") from None
+    if not math.isfinite(value) or value < low:
+        raise Refused(f"{name}: {key}={text} must be a finite number >= {low:g}")
+    return value
+
+
+def inject_options(options: dict[str, str]) -> tuple[str, float, int, str, int | None]:
+    """(site, bytes_per_param, step, mode, fixed bytes or None); Refused on a bad option."""
+    if not options.get("site"):
+        raise Refused(f"{INJECT}: site=DOTTED.PATH is required (the function to allocate in)")
+    per_param = _number(INJECT, options, "bytes_per_param", "3", float, 0)
+    at_step = _number(INJECT, options, "step", "1", int, 0)
+    mode = options.get("mode", "retained")
     if mode not in ("retained", "transient"):
         raise Refused(f"{INJECT}: mode must be retained or transient, not {mode!r}")
+    fixed = None
+    if "mib" in options:
+        if "bytes_per_param" in options:
+            raise Refused(f"{INJECT}: mib is an absolute size > 0, instead of bytes_per_param, not with it")
+        fixed = int(_number(INJECT, options, "mib", "0", float, 0) * 2**20)
+        if fixed <= 0:
+            raise Refused(f"{INJECT}: mib is an absolute size > 0, instead of bytes_per_param, not with it")
+    return options["site"], per_param, at_step, mode, fixed
+
+
+def apply_inject(ctx: Context, options: dict[str, str]) -> None:
+    path, per_param, at_step, mode, fixed = inject_options(options)
     effect = ctx.effect(INJECT)
     effect.update(injections=0, bytes=0, site=path, mode=mode, step=at_step)
 
@@ -79,7 +100,7 @@ def apply_litter(ctx: Context, options: dict[str, str]) -> None:
     visible as a large RSS drop, which lets tests count trims from the probes alone.
     """
     path = options.get("site", "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer._optimizer_step")
-    mib = int(options.get("mib", "64"))
+    mib = litter_options(options)
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
@@ -103,6 +124,15 @@ def apply_litter(ctx: Context, options: dict[str, str]) -> None:
         return littered
 
     _wrap_site(LITTER, path, make)
+
+
+def litter_options(options: dict[str, str]) -> int:
+    return _number(LITTER, options, "mib", "64", int, 0)
+
+
+def hold_options(options: dict[str, str]) -> tuple[int, dict[str, int]]:
+    at_step = _number(HOLD, options, "step", "0", int, 0)
+    return at_step, {k: _number(HOLD, options, f"{k}_mib", "0", int, 0) for k in ("anon", "stack", "malloc", "file")}
 
 
 def _libc() -> ctypes.CDLL:
@@ -141,14 +171,8 @@ def _hold_stack(libc: ctypes.CDLL, size: int) -> None:
 
 def apply_hold(ctx: Context, options: dict[str, str]) -> None:
     """Hold known amounts of memory of four kinds, each in the part that must name it."""
-    try:
-        path = options.get("site", "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer.__init__")
-        at_step = int(options.get("step", "0"))
-        mib = {k: int(options.get(f"{k}_mib", "0")) for k in ("anon", "stack", "malloc", "file")}
-    except ValueError as e:
-        raise Refused(f"{HOLD}: bad options {options} ({e})") from None
-    if any(v < 0 for v in mib.values()):
-        raise Refused(f"{HOLD}: sizes must not be negative: {options}")
+    path = options.get("site", "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer.__init__")
+    at_step, mib = hold_options(options)
     effect = ctx.effect(HOLD)
     effect.update(holds=0, **{f"{k}_bytes": 0 for k in mib})
     libc = _libc()
@@ -194,13 +218,13 @@ INTERVENTIONS = [
                  options={"site": "dotted path of the function", "bytes_per_param": "float, default 3",
                           "mib": "float: a fixed size in MiB instead of bytes_per_param",
                           "step": "step number, default 1 (0 = during init)", "mode": "retained|transient"},
-                 testing=True, counter="injections"),
+                 testing=True, counter="injections", check=inject_options),
     Intervention(LITTER, "test only: leave MiB of free-but-retained glibc heap before every call of a site",
                  apply_litter, options={"site": "dotted path, default ZeRO _optimizer_step", "mib": "int, default 64"},
-                 testing=True, counter="litters"),
+                 testing=True, counter="litters", check=litter_options),
     Intervention(HOLD, "test only: after a site returns on one step, hold MiB of four kinds: a touched anonymous "
                  "mmap, a parked thread's touched stack, 4 KiB mallocs, a file mapped and read",
                  apply_hold, options={"site": "dotted path, default ZeRO optimizer __init__", "step": "default 0",
                                       "anon_mib": "int", "stack_mib": "int", "malloc_mib": "int", "file_mib": "int"},
-                 testing=True, counter="holds"),
+                 testing=True, counter="holds", check=hold_options),
 ]
