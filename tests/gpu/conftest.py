@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def figures() -> Any:
     FIGURES.setdefault("environment", {
         "torch": torch.__version__, "cuda": torch.version.cuda,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None})
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "DS_PIN_MEMORY_BACKEND": os.environ.get("DS_PIN_MEMORY_BACKEND", "torch (default)")})
     yield FIGURES
     path = os.environ.get("RSSPROBE_GPU_JSON")
     if path:

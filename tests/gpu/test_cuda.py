@@ -24,7 +24,9 @@ from ..conftest import STEADY_GLIBC, rssprobe, summary
 
 MiB = 1 << 20
 STEPS = 12  # step-time ratio: mean of steps 2..STEPS (the first step allocates the Adam states)
-ZERO_HOST_ROLES = ("fp32_master", "fp32_grad")  # pinned by DeepSpeed when offload_optimizer.pin_memory (tiny: true)
+# pinned by DeepSpeed when offload_optimizer.pin_memory (tiny: true), through tensor.pin_memory(), i.e. torch's
+# caching host allocator (DeepSpeed's default DS_PIN_MEMORY_BACKEND=torch; 'native' registers memory instead)
+ZERO_HOST_ROLES = ("fp32_master", "fp32_grad", "h2d_staging")
 DEVICE_ROLES = ("bit16_params",)  # ZeRO-2 with CPU optimizer offload keeps the bit16 params on the GPU
 
 
@@ -142,7 +144,8 @@ def test_host_roles_are_pinned_cpu_tensors(cuda_runs: dict[str, dict[str, Any]])
         assert end["pinned"] > 0
         last = [e for e in r["events"] if e["event"] == "step"][-1]["cuda"]["pinned_host"]
         assert last["held"] >= end["pinned"], (label, last, end["pinned"])  # they came from the host allocator
-        assert r["summary"]["budget"]["host_pinned_bytes_per_param"] >= 8.0  # fp32 master 4 + fp32 grad 4
+        # fp32 master 4 + fp32 grad 4 + bit16 staging 2; the Adam states are pageable (CPU Adam allocates them)
+        assert r["summary"]["budget"]["host_pinned_bytes_per_param"] >= 10.0 - 0.01
 
 
 def test_pr8132_float_scale_fires_and_its_sync_is_timed(cuda_runs: dict[str, dict[str, Any]],
@@ -166,6 +169,8 @@ def test_sync_of_a_cuda_scalar_costs_what_it_costs(figures: dict[str, Any]) -> N
     waits for that work; a multiply by the tensor does not."""
     x = torch.randn(4096, 4096, device="cuda")
     scale = torch.tensor(0.5, device="cuda")
+    (x @ x).mul_(scale)  # warm-up: cuBLAS handle and kernels loaded before anything is timed
+    torch.cuda.synchronize()
     times = {}
     for how in ("tensor", "float"):
         torch.cuda.synchronize()
