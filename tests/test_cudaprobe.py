@@ -113,3 +113,13 @@ def test_cpu_accelerator_census_reads_zero_pinned_and_no_device(tiny_baseline: P
     assert abs(budget["host_pageable_bytes_per_param"] - sum(budget["roles_allocated"].values())) < 1e-9
     assert budget["host_pageable_bytes_per_param"] >= 20.0
     assert budget["device"] is None and budget["device_note"] == NO_DEVICE
+
+
+def test_no_cuda_columns_read_missing_not_zero(tiny_baseline: Path) -> None:
+    import pandas as pd
+
+    steps = pd.read_parquet(tiny_baseline / "steps.parquet")
+    columns = [c for c in steps.columns if c.startswith(("cuda_", "pinned_"))]
+    assert "cuda_allocated" in columns and "pinned_held" in columns and len(steps) > 0
+    if not torch.cuda.is_available():
+        assert steps[columns].isna().all().all()  # not available: no CUDA device, never zeros

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 
@@ -109,6 +110,9 @@ def test_runs_on_cuda_and_fills_the_cuda_columns_every_step(cuda_runs: dict[str,
             assert cuda["pinned_host"] is not None and cuda["pinned_host"]["schema"] != "unknown", (label, cuda)
             assert cuda["pinned_host"]["held"] > 0, (label, cuda)  # the offloaded buffers are pinned
         assert r["summary"]["cuda"] == "measured"
+        table = pd.read_parquet(r["dir"] / "steps.parquet")  # the per-step table the reports read
+        columns = ["cuda_allocated", "cuda_allocated_peak", "cuda_reserved", "pinned_held", "pinned_in_use"]
+        assert len(table) == STEPS and table[columns].notna().all().all(), (label, table[columns])
 
 
 def test_gpu_buffers_are_in_the_cuda_figures_not_the_host_budget(cuda_runs: dict[str, dict[str, Any]]) -> None:
