@@ -65,8 +65,11 @@ def _storage_key(t: Any) -> tuple[int, int] | None:
 
 
 def _pinned(t: Any) -> bool:
+    """Page-locked? Asked of torch each time (on the CPU accelerator it answers False: pinning is a no-op)."""
     try:
-        return bool(t.is_pinned())
+        with warnings.catch_warnings():  # some torch builds warn when no accelerator can be asked
+            warnings.simplefilter("ignore")
+            return bool(t.is_pinned())
     except RuntimeError:
         return False
 
