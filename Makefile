@@ -10,7 +10,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.rssprobe-installed-torch-$(TORCH)
 DEMO    = reports/demo
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench lint clean gpu-check
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ demo: install
 test: install
 	$(BIN)/ruff check rssprobe tests
 	$(BIN)/pytest -q
+
+# On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
+gpu-check:
+	PYTHON=$(PYTHON) bash tests/gpu/check.sh
 
 bench: install
 	$(BIN)/python -m rssprobe.bench

@@ -35,6 +35,7 @@ def test_float_scale_makes_the_multiply_receive_a_python_float(runs_dir: Path) -
     (i,) = s["interventions"]
     assert i["took_effect"] and i["count"] == 4  # one conversion per step (4 steps, clipping on)
     assert i["effects"]["scale_type.float"] == 4 and "scale_type.Tensor" not in i["effects"]
+    assert i["effects"]["scale_device.cpu"] == 4  # before conversion: a CPU tensor here, so float() syncs nothing
     assert s["never_took_effect"] == []
 
 

@@ -17,6 +17,7 @@ from ..sites_config import short_name
 from ..storage import NATIVE, RunDir
 from ..worker.census import partitioned_roles
 from ..worker.glibc import in_use
+from .hostsplit import split as host_device_split
 
 SITE_PHASES = ("init", "first_step", "steady")
 
@@ -132,6 +133,7 @@ class Summary:
             "estimator_bytes_per_param": self.bpp(self.estimator),
         }
         out.update(parts)
+        out.update(host_device_split(census, base_census, self.bpp))  # pinned/pageable; device apart
         trim = self._first("trim_at_end")
         if at == "end" and trim is not None:
             # under jemalloc/tcmalloc malloc_trim is not glibc's to call (returned None): not available, not 0

@@ -9,6 +9,8 @@ import pandas as pd
 MALLINFO = ("arena", "hblkhd", "uordblks", "fordblks", "keepcost")
 SMAPS = ("pss", "uss", "anonymous", "file_backed", "pss_anon", "pss_file")
 PARTS = ("forward", "backward", "optimizer")
+CUDA = ("allocated", "allocated_peak", "reserved", "reserved_peak")
+PINNED = ("held", "held_peak", "in_use", "in_use_peak")
 
 
 def _probe_columns(e: dict[str, Any]) -> dict[str, Any]:
@@ -20,8 +22,11 @@ def _probe_columns(e: dict[str, Any]) -> dict[str, Any]:
     for k in SMAPS:
         row[f"smaps_{k}"] = sm.get(k) if sm else None
     cuda = e.get("cuda")
-    for k in ("allocated", "allocated_peak", "reserved", "reserved_peak"):
+    for k in CUDA:
         row[f"cuda_{k}"] = cuda.get(k) if cuda else None
+    pinned = (cuda or {}).get("pinned_host") or {}  # caching host allocator, parsed by worker.cudaprobe
+    for k in PINNED:
+        row[f"pinned_{k}"] = pinned.get(k)
     return row
 
 
@@ -40,7 +45,7 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
             row[f"{part}_peak"] = p.get("peak")
         rows.append(row)
     columns = ["step", "time_s", "probe_s", "rss", "peak", "entry_rss", "loss", *[f"glibc_{k}" for k in MALLINFO],
-               *[f"smaps_{k}" for k in SMAPS], "cuda_allocated", "cuda_allocated_peak", "cuda_reserved",
-               "cuda_reserved_peak", *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
+               *[f"smaps_{k}" for k in SMAPS], *[f"cuda_{k}" for k in CUDA], *[f"pinned_{k}" for k in PINNED],
+               *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
     return pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})
 

@@ -98,11 +98,16 @@ def budget_table(s: dict[str, Any]) -> Table | None:
                                       for b in budgets]])
     rows = (("not_attributed", "+ not attributed"), ("rss_above_baseline", "= RSS above baseline")) if parts else \
         (("rss_above_baseline", "RSS above baseline"), ("unexplained", "unexplained (RSS - live)"))
-    for key, label in (*rows, ("malloc_trim_released", "malloc_trim(0) at end released"),
+    for key, label in (*rows, ("host_pinned", "live tensors pinned (page-locked)"),
+                       ("malloc_trim_released", "malloc_trim(0) at end released"),
                        ("estimator", "DeepSpeed estimator, a rank's share (absolute)")):
         values = [b.get(f"{key}_bytes_per_param") for b in budgets]
         if any(v is not None for v in values):
             t.rows.append([label, *[bpp(v) for v in values]])
+    device_roles = [r for b in budgets for r in (b.get("device") or {}).get("roles", {})]
+    for role in dict.fromkeys(device_roles):  # device tensors: beside RSS, never in it
+        t.rows.append([f"device (not RSS): {role}", *[bpp(((b.get("device") or {}).get("roles") or {}).get(role))
+                                                     for b in budgets]])
     t.note = ("Roles from DeepSpeed's own attributes; resident pages read from /proc/self/pagemap. "
               + ("Other parts name the rest of RSS by memory mapping (/proc/self/smaps; glibc heaps walked "
                  "chunk by chunk, free = resident pages of free chunks); 'not attributed' is what the RSS "

@@ -6,6 +6,10 @@ and the bytes of it that are resident, read from /proc/self/pagemap. The differe
 matters: DeepSpeed's gradient buckets are `torch.empty` of reduce_bucket_size elements,
 mostly never touched, so allocated bytes would overstate RSS. Residency is judged by the
 memory-map partition's reader (memmap.Reader), so both count a tensor's bytes alike.
+
+Host storages are also split pinned vs pageable (`is_pinned()`: page-locked through CUDA's host
+allocator; always pageable on the CPU accelerator, where pinning is a no-op). Tensors on a device
+(CUDA) are counted by role apart, bytes allocated only, and never enter the host figures.
 """
 
 from __future__ import annotations
@@ -60,11 +64,23 @@ def _storage_key(t: Any) -> tuple[int, int] | None:
         return None  # meta/sparse tensors have no host storage
 
 
+def _pinned(t: Any) -> bool:
+    """Page-locked? Asked of torch each time (on the CPU accelerator it answers False: pinning is a no-op)."""
+    try:
+        with warnings.catch_warnings():  # some torch builds warn when no accelerator can be asked
+            warnings.simplefilter("ignore")
+            return bool(t.is_pinned())
+    except RuntimeError:
+        return False
+
+
 def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[tuple[int, int]]]:
-    """Role -> {allocated, resident, storages} for all live CPU tensor storages, and the
-    storages' (data_ptr, nbytes), which the memory-map partition needs."""
+    """Role -> {allocated, resident, pinned, storages} for all live CPU tensor storages, device storages by
+    role apart, and the host storages' (data_ptr, nbytes), which the memory-map partition needs."""
     Tensor = torch_module.Tensor
     storages: dict[tuple[int, int], str] = {}
+    pinned: set[tuple[int, int]] = set()
+    on_device: dict[tuple[str, int, int], str] = {}
     with warnings.catch_warnings():  # isinstance() on some deprecated torch objects warns
         warnings.simplefilter("ignore")
         tracked = gc.get_objects()
@@ -72,26 +88,40 @@ def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[t
         python_objects = len(tracked)
         del tracked
     for obj in tensors:
+        key = _storage_key(obj)
+        if key is None or key[1] <= 0:
+            continue
         if obj.device.type == "cpu":
-            key = _storage_key(obj)
-            if key is not None and key[1] > 0:
-                storages.setdefault(key, "other")
+            if key not in storages:
+                storages[key] = "other"
+                if _pinned(obj):
+                    pinned.add(key)
+        elif obj.device.type != "meta":
+            on_device.setdefault((str(obj.device), *key), "other")
     del tensors
     if zero_optimizer is not None:
         for role, paths in reversed(load_roles()):  # reversed: the first role listed wins
             for path in paths:
                 for t in _walk(zero_optimizer, path.split(".")):
-                    if isinstance(t, Tensor) and t.device.type == "cpu":
-                        key = _storage_key(t)
-                        if key is not None and key[1] > 0:
-                            storages[key] = role
+                    if not isinstance(t, Tensor):
+                        continue
+                    key = _storage_key(t)
+                    if key is None or key[1] <= 0:
+                        continue
+                    if t.device.type == "cpu":
+                        if key not in storages and _pinned(t):
+                            pinned.add(key)
+                        storages[key] = role
+                    elif t.device.type != "meta":
+                        on_device[(str(t.device), *key)] = role
     roles: dict[str, dict[str, int]] = {}
     reader = Reader()
     try:
         for (ptr, nbytes), role in storages.items():
-            r = roles.setdefault(role, {"allocated": 0, "resident": 0, "storages": 0})
+            r = roles.setdefault(role, {"allocated": 0, "resident": 0, "pinned": 0, "storages": 0})
             r["allocated"] += nbytes
             r["resident"] += reader.resident(ptr, ptr + nbytes) if ptr else 0
+            r["pinned"] += nbytes if (ptr, nbytes) in pinned else 0
             r["storages"] += 1
     finally:
         reader.close()
@@ -101,5 +131,19 @@ def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[t
         "roles": roles,
         "allocated": sum(r["allocated"] for r in roles.values()),
         "resident": sum(r["resident"] for r in roles.values()),
+        "pinned": sum(r["pinned"] for r in roles.values()),  # host bytes page-locked (0 on the CPU accelerator)
+        "device": _device_roles(on_device) if on_device or torch_module.cuda.is_available() else None,
     }
     return out, list(storages)
+
+
+def _device_roles(on_device: dict[tuple[str, int, int], str]) -> dict[str, Any]:
+    """Device storages by role (bytes allocated: residency means nothing there), apart from the host."""
+    roles: dict[str, dict[str, int]] = {}
+    devices: set[str] = set()
+    for (device, _ptr, nbytes), role in on_device.items():
+        r = roles.setdefault(role, {"allocated": 0, "storages": 0})
+        r["allocated"] += nbytes
+        r["storages"] += 1
+        devices.add(device)
+    return {"devices": sorted(devices), "roles": roles, "allocated": sum(r["allocated"] for r in roles.values())}

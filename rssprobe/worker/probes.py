@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import glibc, procfs
+from .cudaprobe import cuda_stats  # the worker's CUDA reader (parsed by documented key sets)
+
+__all__ = ["Interval", "PeakTracker", "cuda_stats", "snapshot"]
 
 
 class Interval:
@@ -56,36 +59,4 @@ def snapshot(with_smaps: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"rss": procfs.rss_bytes(), "mallinfo": glibc.mallinfo2()}
     if with_smaps:
         out["smaps"] = procfs.smaps_rollup()
-    return out
-
-
-def cuda_stats(torch_module: Any) -> dict[str, Any] | None:
-    """CUDA caching-allocator and pinned-host figures, or None where CUDA is absent."""
-    cuda = torch_module.cuda
-    if not cuda.is_available() or not cuda.is_initialized():
-        return None
-    stats = cuda.memory_stats()
-    out: dict[str, Any] = {
-        "allocated": stats.get("allocated_bytes.all.current"),
-        "allocated_peak": stats.get("allocated_bytes.all.peak"),
-        "reserved": stats.get("reserved_bytes.all.current"),
-        "reserved_peak": stats.get("reserved_bytes.all.peak"),
-    }
-    host_stats = getattr(cuda, "host_memory_stats", None)
-    if host_stats is not None:
-        # Key names changed across torch releases; keep every byte counter as given.
-        out["pinned_host"] = {k: v for k, v in _flatten(host_stats()).items() if "bytes" in k.lower()}
-    else:
-        out["pinned_host"] = None
-    return out
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
     return out

@@ -29,6 +29,11 @@ def apply_float_scale(ctx: Context, options: dict[str, str]) -> None:
     effect = ctx.effect(FLOAT_SCALE)
     effect.update(float_conversions=0, calls=0)
 
+    def where(scale: Any) -> None:
+        """The scale's device before any conversion: float() of a CUDA tensor is a device sync (an .item())."""
+        key = f"scale_device.{scale.device.type}" if torch.is_tensor(scale) else "scale_device.none"
+        effect[key] = effect.get(key, 0) + 1
+
     def note(kind: str, scale: Any) -> None:
         effect["calls"] += 1
         effect["float_conversions"] += kind == "converted"
@@ -38,13 +43,15 @@ def apply_float_scale(ctx: Context, options: dict[str, str]) -> None:
     rewrite_method(
         DeepSpeedZeroOptimizer, "unscale_and_clip_grads",
         [("for grad in grad_groups_flat:", [
+            "__rssprobe_where(combined_scale)",
             "if self.cpu_offload and __rssprobe_is_tensor(combined_scale):",
             "    combined_scale = float(combined_scale)",
             "    __rssprobe_note('converted', combined_scale)",
             "else:",
             "    __rssprobe_note('kept', combined_scale)",
         ])],
-        FLOAT_SCALE, {"__rssprobe_is_tensor": torch.is_tensor, "__rssprobe_note": note})
+        FLOAT_SCALE, {"__rssprobe_is_tensor": torch.is_tensor, "__rssprobe_note": note,
+                                   "__rssprobe_where": where})
 
 
 def _trim(ctx: Context, where: str) -> None:

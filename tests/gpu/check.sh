@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU check, sized for ONE device call (make gpu-check). On a bare machine with a CUDA torch and no
+# network: installs what is missing from wheels carried in .whl/ (see README, "GPU check"), then runs
+# tests/gpu (known answers on the device) and tests/test_cudaprobe.py (the CPU-side parsing) under a
+# timeout. Writes gpu-check.log and gpu-check.json (every measured figure) to $OUT, or reports/gpu-check.
+# Exit status: pytest's (5 = nothing ran), 124 = timed out, 3 = a package missing and no wheel for it,
+# 4 = no CUDA device (the CPU parts passed, tests/gpu skipped: nothing verified on a GPU).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+OUT=${OUT:-reports/gpu-check}
+mkdir -p "$OUT"
+LOG=$OUT/gpu-check.log
+export RSSPROBE_GPU_JSON=$OUT/gpu-check.json PYTHONUNBUFFERED=1
+
+main() {
+    echo "== gpu-check $(date -u +%FT%TZ) on $(uname -n), $(nproc) CPUs"
+    nvidia-smi -L 2>&1 || echo "nvidia-smi: not available"
+    "$PY" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, \
+'| CUDA', torch.version.cuda, '| device', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)" \
+        || return 3
+    # DeepSpeed and rssprobe's own pure-Python needs that the machine's image lacks
+    missing=$("$PY" - <<'PY'
+import importlib.util
+need = ["deepspeed", "hjson", "pydantic", "psutil", "click", "rich", "pandas", "pyarrow", "packaging", "scipy",
+        "matplotlib", "ninja", "einops", "msgpack", "cpuinfo", "tqdm", "pytest"]
+print(" ".join(n for n in need if importlib.util.find_spec(n) is None))
+PY
+)
+    if [ -n "$missing" ]; then
+        echo "missing here: $missing"
+        if ! ls .whl/*.whl >/dev/null 2>&1; then
+            echo "no .whl/ folder with wheels: prepare it as README 'GPU check' says, and carry it"; return 3
+        fi
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/rssprobe-site .whl/*.whl || return 3
+        export PYTHONPATH=/tmp/rssprobe-site${PYTHONPATH:+:$PYTHONPATH}
+        echo "installed from .whl/: $(cd .whl && ls *.whl | tr '\n' ' ')"
+    fi
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this checkout's rssprobe, for the workers too
+    "$PY" -c "import deepspeed, rssprobe; print('deepspeed', deepspeed.__version__, '| rssprobe from', rssprobe.__file__)" \
+        || return 3
+    timeout "${GPU_CHECK_TIMEOUT:-480}" "$PY" -m pytest -q -rs -p no:cacheprovider -s \
+        tests/gpu tests/test_cudaprobe.py || return
+    if ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
+        echo "no CUDA device: tests/gpu were skipped, the CUDA path is NOT verified by this run"
+        return 4
+    fi
+}
+
+main 2>&1 | tee "$LOG"
+rc=${PIPESTATUS[0]}
+echo "== gpu-check exit $rc; log $LOG; figures $RSSPROBE_GPU_JSON" | tee -a "$LOG"
+exit "$rc"
