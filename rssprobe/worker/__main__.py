@@ -47,8 +47,12 @@ class Worker:
         self.torch: Any = None
         self.engine: Any = None
 
-    def probe(self, smaps: bool = False) -> dict[str, Any]:
+    def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
+        """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
+        so that an interval's peak is never below the RSS its event reports."""
         out = snapshot(with_smaps=smaps and self.scenario["probes"]["smaps"])
+        if rss is not None:
+            out["rss"] = rss
         if self.torch is not None:
             out["cuda"] = cuda_stats(self.torch)
         return out
@@ -123,7 +127,7 @@ class Worker:
         self.events.emit("partition", params=int(sum(partition)) if partition else None,
                          world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
-                         effects=self.ctx.effects, **self.probe(smaps=True))
+                         effects=self.ctx.effects, **self.probe(smaps=True, rss=interval.rss1))
         self.census("after_init")
 
         self.train(recorder)
@@ -161,7 +165,7 @@ class Worker:
         sites, calls, probe_s = recorder.drain()
         self.events.emit("step", step=step, time_s=time_s, probe_s=probe_s, peak=peak, entry_rss=step_interval.rss0,
                          parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
-                         loss=float(loss.detach()), **self.probe(smaps=True))
+                         loss=float(loss.detach()), **self.probe(smaps=True, rss=step_interval.rss1))
         if step == 1:
             self.census("after_first_step")
 
