@@ -54,10 +54,17 @@ def test_show_latest_finds_the_newest_run(tiny_baseline: Path, tmp_path: Path) -
     assert json.loads(rssprobe("show", "older", "--format", "json", env=env, check=True).stdout)["run"] == "older"
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's disposition as a terminal gives it. A non-interactive shell starts its background jobs with
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so a suite started that way
+    (seen: `bash .ci/run &`) would send a SIGINT that nothing hears."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_run(args: list[str], runs: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "RSSPROBE_RUNS": str(runs)}
     return subprocess.Popen([sys.executable, "-m", "rssprobe", "run", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_from_a_terminal)
 
 
 def _wait_for_steps(out: Path, n: int, timeout: float = 600) -> dict:
