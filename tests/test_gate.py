@@ -17,7 +17,7 @@ import pytest
 from rssprobe import launcher, patchset, scenario, storage
 from rssprobe.groups import run_groups
 
-from .conftest import STEADY_GLIBC, rssprobe
+from .conftest import STEADY_GLIBC, rssprobe, summary
 from .noise import bound
 
 LEAK = "testing.inject:site=deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer.unscale_and_clip_grads," \
@@ -58,6 +58,14 @@ def test_a_a_passes_the_gate(groups: dict[str, Path], tmp_path: Path) -> None:
     assert abs(trimmed["delta"]) <= DELTA_TOL  # the noise DELTA_TOL assumes, seen in an A/A pair
     suite = ET.parse(junit).getroot()
     assert int(suite.get("failures")) == 0 and int(suite.get("tests")) > 10
+
+
+def test_a_final_trim_is_measured_in_bytes_under_glibc(groups: dict[str, Path]) -> None:
+    """The trim event carries malloc_trim's own answer; the bytes it released come from the RSS reads around
+    it: under glibc a figure (never 'not available'), and never below zero by more than two reads' noise."""
+    for run in sorted(groups["a1"].glob("run-*")):
+        released = summary(run)["budget"]["malloc_trim_released_bytes_per_param"]
+        assert released is not None and released > -bound(2, PARAMS), (run.name, released)
 
 
 def test_a_retained_2_bytes_per_param_is_a_regression(groups: dict[str, Path], tmp_path: Path) -> None:

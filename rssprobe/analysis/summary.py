@@ -136,8 +136,10 @@ class Summary:
         out.update(host_device_split(census, base_census, self.bpp))  # pinned/pageable; device apart
         trim = self._first("trim_at_end")
         if at == "end" and trim is not None:
-            # under jemalloc/tcmalloc malloc_trim is not glibc's to call (returned None): not available, not 0
-            out["malloc_trim_released_bytes_per_param"] = None if trim.get("returned") is None \
+            # under jemalloc/tcmalloc malloc_trim is not glibc's to call (its answer is None): not available, not 0
+            # ("returned" is the field's name in runs made before it was renamed)
+            answer = trim.get("released_any", trim.get("returned"))
+            out["malloc_trim_released_bytes_per_param"] = None if answer is None \
                 else self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
             out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
         return out
@@ -182,7 +184,8 @@ class Summary:
                     "calls": sum(g["calls"] for g in got) / n,
                     "retained_bytes_per_param": self.bpp(avg("retained")),
                     "exclusive_bytes_per_param": self.bpp(avg("retained_excl")),
-                    "peak_bytes_per_param": self.bpp(max(g["peak_above_entry"] for g in got)),
+                    # "peak" is the key in runs made before it was renamed
+                    "peak_bytes_per_param": self.bpp(max(g.get("peak_above_entry", g.get("peak", 0)) for g in got)),
                     "glibc_in_use_bytes_per_param": self.bpp(avg("inuse")),
                     "glibc_free_bytes_per_param": self.bpp(avg("free")),
                 })
