@@ -27,8 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.gpu)
-            if not torch.cuda.is_available():
-                item.add_marker(pytest.mark.skip(reason=NO_CUDA))
+            item.add_marker(pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA))
 
 
 @pytest.fixture(scope="session")
