@@ -1,12 +1,13 @@
-"""make bench: what the probes cost, measured side by side in one sitting.
+"""make bench: what the probes cost, measured side by side inside one process.
 
-Runs the same scenario alternately with every default probe on and with probes off
-(no sites, no sub-step peaks, no smaps), several times each, interleaved so machine drift
-hits both alike, and prints ratios of medians:
-  - steady step time, probes on / off (the target is <= 1.02);
-  - the probes' resident memory: RSS of the worker's probe modules once imported, and the
-    difference in end-of-run RSS (on - off) with glibc's mmap threshold fixed, so that
-    glibc retention noise does not swamp a few MiB;
+Each bench run sets `probes.alternate`: the worker keeps every default probe on for odd steps and
+off (no sites, no sub-step peaks, no smaps) for even ones, so a probes-on step and the probes-off
+step after it share the model, the allocator's state and the machine's load of that moment.
+Prints, for steady steps (3 on, 4 off; 5 on, 6 off; ...) pooled over the runs:
+  - the step-time ratio probes on / off: the geometric mean of the pairs' ratios with a 95% t
+    interval on their log ratios (analysis.stats.paired_ratio); the target is <= 1.01, +-0.5%;
+  - the probes' own time / step time, measured inside the on steps (the sites' clocks);
+  - the probes' resident memory: RSS of the worker's probe modules once imported;
   - what one memory-map partition costs (it runs at census points only, never per step).
 """
 
@@ -24,10 +25,11 @@ from rich.console import Console
 from rich.progress import Progress
 
 from . import launcher, scenario
+from .analysis import stats
 from .analysis.summary import Summary
 from .reporters import terminal, views
 
-OFF = ["probes.sites=none", "probes.parts=false", "probes.smaps=false"]
+ALTERNATE = "probes.alternate=true"
 FIXED_GLIBC = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 # What the probe code costs a training process: torch and DeepSpeed are imported first
@@ -58,46 +60,58 @@ def _one(scen: scenario.Scenario, out: Path) -> Summary:
     return Summary(result.run)
 
 
+def pairs(steps: list[dict]) -> tuple[list[float], list[float]]:
+    """(on, off) step times of the steady pairs: step 2k+1 (probes on) with step 2k+2 (off), k >= 1."""
+    by_step = {e["step"]: e for e in steps}
+    on, off = [], []
+    for k in range(3, max(by_step, default=0), 2):
+        a, b = by_step.get(k), by_step.get(k + 1)
+        if a and b and a.get("probes_on") and b.get("probes_on") is False:
+            on.append(a["time_s"])
+            off.append(b["time_s"])
+    return on, off
+
+
 @click.command()
 @click.option("--scenario", "scenario_ref", default="default")
-@click.option("--repeat", default=3, show_default=True, help="Runs per mode.")
-@click.option("--steps", default=12, show_default=True)
+@click.option("--repeat", default=2, show_default=True, help="Runs (each alternates probes on and off).")
+@click.option("--steps", default=101, show_default=True, help="Steps per run: (steps - 1) // 2 pairs after step 2.")
 def main(scenario_ref: str, repeat: int, steps: int) -> None:
-    on = scenario.load(scenario_ref, [f"steps={steps}"])
-    off = scenario.load(scenario_ref, [f"steps={steps}", *OFF])
-    times: dict[str, list[float]] = {"on": [], "off": []}
-    probe_share: list[float] = []  # the sites' own measured time / step time, in the "on" runs
-    end_rss: dict[str, list[float]] = {"on": [], "off": []}
+    scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE])
+    on: list[float] = []
+    off: list[float] = []
+    probe_share: list[float] = []  # the sites' own measured time / step time, in the on steps
     memmap_s: list[float] = []  # one memory-map partition, per census point
     mappings: list[int] = []
     with tempfile.TemporaryDirectory(prefix="rssprobe-bench-") as tmp, Progress() as progress:
-        task = progress.add_task("bench runs (probes on / off, interleaved)", total=2 * repeat)
+        task = progress.add_task("bench runs (probes on / off on alternate steps)", total=repeat)
         for i in range(repeat):
-            for mode, scen in (("on", on), ("off", off)):
-                s = _one(scen, Path(tmp) / f"{mode}-{i}")
-                times[mode] += [e["time_s"] for e in s.steps[1:]]
-                if mode == "on":
-                    probe_share += [e["probe_s"] / e["time_s"] for e in s.steps[1:]]
-                    partitions = [c["memmap"] for c in s.census.values() if c.get("memmap")]
-                    memmap_s += [m["time_s"] for m in partitions]
-                    mappings += [m["mappings"] for m in partitions]
-                end_rss[mode].append(s.steps[-1]["rss"])
-                progress.advance(task)
-    t_on, t_off = statistics.median(times["on"]), statistics.median(times["off"])
-    rss_delta = statistics.median(end_rss["on"]) - statistics.median(end_rss["off"])
-    table = views.Table(f"Probe overhead on scenario {on.name} ({on.model.n_params:,} params, {repeat} runs per mode, "
-                        f"{steps} steps)", ["measure", "probes on", "probes off", "on / off"])
-    table.rows.append(["median steady step time (s)", f"{t_on:.4f}", f"{t_off:.4f}", f"{t_on / t_off:.3f}"])
+            s = _one(scen, Path(tmp) / f"run-{i}")
+            a, b = pairs(s.steps)
+            on += a
+            off += b
+            probe_share += [e["probe_s"] / e["time_s"] for e in s.steps[2:] if e.get("probes_on")]
+            partitions = [c["memmap"] for c in s.census.values() if c.get("memmap")]
+            memmap_s += [m["time_s"] for m in partitions]
+            mappings += [m["mappings"] for m in partitions]
+            progress.advance(task)
+    ratio = stats.paired_ratio(off, on)
+    table = views.Table(f"Probe overhead on scenario {scen.name} ({scen.model.n_params:,} params, {repeat} runs of "
+                        f"{steps} steps, probes on and off on alternate steps)",
+                        ["measure", "probes on", "probes off", "on / off"])
+    table.rows.append([f"steady step time (s; median of {ratio.pairs} pairs)", f"{statistics.median(on):.4f}",
+                       f"{statistics.median(off):.4f}",
+                       f"{ratio.ratio:.4f} [{ratio.low:.4f}, {ratio.high:.4f}] (+-{100 * ratio.half_width:.2f}%)"])
     table.rows.append(["site probes' own time / step time (measured inside)", f"{statistics.median(probe_share):.4f}",
-                       "-", f"{1 + statistics.median(probe_share):.3f}"])
-    table.rows.append(["median end-of-run RSS (MiB)", f"{statistics.median(end_rss['on']) / 2**20:.1f}",
-                       f"{statistics.median(end_rss['off']) / 2**20:.1f}", f"{rss_delta / 2**20:+.1f} MiB"])
+                       "-", f"{1 + statistics.median(probe_share):.4f}"])
     table.rows.append(["probe code imported after torch + DeepSpeed (MiB)", f"{probe_import_bytes() / 2**20:.2f}",
                        "-", "-"])
     if memmap_s:
         table.rows.append([f"memory-map partition per census (s; median {statistics.median(mappings):.0f} mappings)",
                            f"{statistics.median(memmap_s):.3f}", "-", f"max {max(memmap_s):.3f}"])
-    table.note = "Step time is measured inside the worker around forward+backward+step; targets: <= 1.02, <= 5 MiB."
+    table.note = ("Step time is measured inside the worker around forward+backward+step. on / off: geometric mean "
+                  f"of the pairs' ratios, {ratio.confidence:.0%} t interval on their log ratios. Targets: <= 1.01 "
+                  "with an interval of +-0.5% or better (more --steps narrows it), <= 5 MiB.")
     terminal.render([], [table], Console())
 
 

@@ -90,6 +90,8 @@ class Probes(_Strict):
     memmap: bool = Field(True, description="at each census, name every resident byte by memory mapping")
     smaps: bool = True
     trim_at_end: bool = Field(False, description="malloc_trim(0) after the final census and record what it frees")
+    alternate: bool = Field(False, description="make bench only: sites, sub-step peaks and smaps off on even steps "
+                                               "(a paired probes on/off A/B inside one process)")
 
 
 class Patches(_Strict):

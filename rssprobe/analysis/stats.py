@@ -82,3 +82,31 @@ def compare(metric: str, a: list[float], b: list[float], threshold: float = THRE
         p = p_up if delta > 0 else p_down
         verdict, reason = "~", f"change {delta:+.2f} passes the threshold but is not significant (p = {p:.3f})"
     return Comparison(metric, len(a), len(b), mean_a, mean_b, sd_a, sd_b, delta, p_up, p_down, verdict, reason)
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """A ratio B/A from paired samples: the geometric mean of the pairs' ratios, with a t interval."""
+
+    ratio: float
+    low: float
+    high: float
+    pairs: int
+    confidence: float
+
+    @property
+    def half_width(self) -> float:
+        """The interval's larger half-width, relative to the ratio (0.004 = +-0.4%)."""
+        return max(self.high / self.ratio - 1, 1 - self.low / self.ratio)
+
+
+def paired_ratio(a: list[float], b: list[float], confidence: float = 0.95) -> PairedRatio:
+    """b[i] / a[i] over pairs measured side by side: Student's t interval on the mean of the log ratios
+    (pairs are independent, their log ratios near-normal; the log keeps on/off and off/on symmetric)."""
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError("paired_ratio: needs two or more pairs")
+    logs = np.log(np.asarray(b, dtype=float) / np.asarray(a, dtype=float))
+    mean, sem = float(logs.mean()), float(logs.std(ddof=1) / np.sqrt(len(logs)))
+    t = float(stats.t.ppf(0.5 + confidence / 2, len(logs) - 1))
+    return PairedRatio(float(np.exp(mean)), float(np.exp(mean - t * sem)), float(np.exp(mean + t * sem)),
+                       len(logs), confidence)

@@ -46,6 +46,7 @@ class Worker:
         self.ctx = Context(run_dir=str(run_dir))
         self.torch: Any = None
         self.engine: Any = None
+        self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
 
     def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
         """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
@@ -153,6 +154,8 @@ class Worker:
     def _step(self, recorder: SiteRecorder, step: int, x: Any) -> None:
         engine, scenario = self.engine, self.scenario
         self.ctx.step = step
+        alternate = scenario["probes"].get("alternate", False)
+        self.probes_on = recorder.enabled = not (alternate and step % 2 == 0)
         step_interval = self.tracker.enter()
         t0 = time.perf_counter()
         parts: dict[str, dict[str, int]] = {}
@@ -165,12 +168,13 @@ class Worker:
         sites, calls, probe_s = recorder.drain()
         self.events.emit("step", step=step, time_s=time_s, probe_s=probe_s, peak=peak, entry_rss=step_interval.rss0,
                          parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
-                         loss=float(loss.detach()), **self.probe(smaps=True, rss=step_interval.rss1))
+                         loss=float(loss.detach()), **({"probes_on": self.probes_on} if alternate else {}),
+                         **self.probe(smaps=self.probes_on, rss=step_interval.rss1))
         if step == 1:
             self.census("after_first_step")
 
     def _part(self, parts: dict[str, dict[str, int]], name: str, fn: Any) -> Any:
-        if not self.scenario["probes"]["parts"]:
+        if not (self.scenario["probes"]["parts"] and self.probes_on):
             return fn()
         interval = self.tracker.enter()
         out = fn()

@@ -78,6 +78,15 @@ def mallinfo2() -> dict[str, int] | None:
     }
 
 
+def in_use_and_free() -> tuple[int, int] | None:
+    """(in use, free-retained) from one mallinfo2 call, for the per-call site probes (no dict built).
+    mallinfo2 itself walks every free chunk of every arena: it is the costliest per-call read."""
+    if _LIBC is None:
+        return None
+    info = _LIBC.mallinfo2()
+    return info.uordblks + info.hblkhd, info.fordblks
+
+
 IN_USE = ("uordblks", "hblkhd")  # small chunks in use + mmapped chunks: what the program holds
 
 

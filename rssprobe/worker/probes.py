@@ -17,28 +17,44 @@ __all__ = ["Interval", "PeakTracker", "cuda_stats", "snapshot"]
 
 
 class Interval:
-    __slots__ = ("peak", "rss0", "rss1")
+    __slots__ = ("fast", "peak", "rss0", "rss1")
 
-    def __init__(self, rss0: int) -> None:
+    def __init__(self, rss0: int, fast: bool) -> None:
         self.rss0 = rss0
         self.peak = rss0
         self.rss1 = rss0  # RSS when the interval closed
+        self.fast = fast  # its peak is read with getrusage, not from /proc/self/status
 
 
 class PeakTracker:
-    """Stack of open intervals sharing the process-wide VmHWM counter."""
+    """Stack of open intervals sharing the process-wide VmHWM counter.
+
+    The hot path (every instrumented call) reads RSS from statm and the peak from getrusage's ru_maxrss
+    (~3 us) instead of /proc/self/status (~9 us, two reads per interval). ru_maxrss is
+    max(the peak inherited at exec, VmHWM); the inherited part is the forking parent's RSS, fixed after
+    exec, so it can only hide an interval's peak while RSS is below it. `inherited_at_most` bounds it
+    from above (ru_maxrss right after a reset), and an interval entered below that bound reads
+    VmHWM from status instead: each interval's peak stays exact.
+    """
 
     def __init__(self) -> None:
         self._stack: list[Interval] = []
         self.reset_works = procfs.reset_hwm()
+        # without a working reset VmHWM is the peak since start either way: keep the status read
+        self.inherited_at_most = procfs.rusage_max_rss() if self.reset_works else float("inf")
 
     def enter(self) -> Interval:
-        rss, hwm = procfs.rss_and_hwm()  # one read: the entry RSS and the enclosing interval's peak so far
+        rss = procfs.rss_bytes()
+        fast = rss >= self.inherited_at_most
+        # the enclosing interval's peak so far, before the reset below loses it
+        hwm = procfs.rusage_max_rss() if fast else procfs.rss_and_hwm()[1]
         if self._stack:
             top = self._stack[-1]
             top.peak = max(top.peak, hwm)
         procfs.reset_hwm()
-        interval = Interval(rss)
+        if not fast and self.reset_works:  # a tighter bound, perhaps: ru_maxrss now = max(inherited, RSS)
+            self.inherited_at_most = min(self.inherited_at_most, procfs.rusage_max_rss())
+        interval = Interval(rss, fast)
         self._stack.append(interval)
         return interval
 
@@ -46,7 +62,10 @@ class PeakTracker:
         """Close the innermost interval; returns its exact peak RSS in bytes (its end RSS: interval.rss1)."""
         popped = self._stack.pop()
         assert popped is interval, "intervals must close innermost first"
-        interval.rss1, hwm = procfs.rss_and_hwm()
+        if interval.fast:
+            interval.rss1, hwm = procfs.rss_bytes(), procfs.rusage_max_rss()
+        else:
+            interval.rss1, hwm = procfs.rss_and_hwm()
         interval.peak = max(interval.peak, hwm, interval.rss1)
         if self._stack:
             parent = self._stack[-1]

@@ -111,6 +111,7 @@ class SiteRecorder:
     installed: dict[str, str] = field(default_factory=dict)
     trace: frozenset[str] = frozenset()
     overhead_s: float = 0.0  # time spent in the probes themselves since the last drain
+    enabled: bool = True  # False: calls pass straight through (make bench's probes-off steps)
     calls: list[dict[str, Any]] = field(default_factory=list)
     _frames: list[_Frame] = field(default_factory=list)
     _active: set[str] = field(default_factory=set)
@@ -132,13 +133,13 @@ class SiteRecorder:
 
     def _wrap(self, site: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         tracker, frames, active = self.tracker, self._frames, self._active
-        mallinfo, clock = glibc.mallinfo2, time.perf_counter
+        mallinfo, clock = glibc.in_use_and_free, time.perf_counter
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             # Recursion into the same site and calls from other threads are not measured:
             # both would double count against one process-wide RSS.
-            if site in active or threading.get_ident() != self._thread:
+            if not self.enabled or site in active or threading.get_ident() != self._thread:
                 return fn(*args, **kwargs)
             t0 = clock()
             active.add(site)
@@ -162,8 +163,8 @@ class SiteRecorder:
         wrapper.__rssprobe_site__ = site  # type: ignore[attr-defined]
         return wrapper
 
-    def _record(self, site: str, rss0: int, rss1: int, peak: int, mi0: dict | None, mi1: dict | None,
-                frame: _Frame) -> None:
+    def _record(self, site: str, rss0: int, rss1: int, peak: int, mi0: tuple[int, int] | None,
+                mi1: tuple[int, int] | None, frame: _Frame) -> None:
         totals = self.window.get(site)
         if totals is None:
             totals = self.window[site] = SiteTotals()
@@ -177,8 +178,8 @@ class SiteRecorder:
         totals.peak_above_entry = max(totals.peak_above_entry, peak - rss0)
         inuse = free = 0
         if mi0 is not None and mi1 is not None:
-            inuse = glibc.in_use(mi1) - glibc.in_use(mi0)
-            free = mi1["fordblks"] - mi0["fordblks"]
+            inuse = mi1[0] - mi0[0]
+            free = mi1[1] - mi0[1]
             totals.inuse += inuse  # type: ignore[operator]
             totals.free += free  # type: ignore[operator]
         if self._frames:
@@ -186,7 +187,7 @@ class SiteRecorder:
             self._frames[-1].child_calls += 1
         if site in self.trace:
             self.calls.append({"site": site, "retained": retained, "peak_above_entry": peak - rss0, "inuse": inuse,
-                               "free": free, "fordblks_after": None if mi1 is None else mi1["fordblks"]})
+                               "free": free, "fordblks_after": None if mi1 is None else mi1[1]})
 
     def drain(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], float]:
         """Totals since the last drain keyed by site, the per-call log of traced sites, probe time (s)."""
