@@ -178,6 +178,8 @@ def test_a_run_its_events_do_not_back_is_incomplete(original: Path, tmp_path: Pa
     # never compared as if finished: undecided, exit 125 (also against ceilings)
     gate = rssprobe("gate", "--reference", str(original), "--candidate", str(run), "--format", "json")
     assert gate.returncode == 125 and json.loads(gate.stdout)["verdict"] == "undecided", gate.stdout + gate.stderr
+    diff = rssprobe("diff", str(original), str(run), "--format", "json")
+    assert diff.returncode == 125 and json.loads(diff.stdout)["verdict"] == "undecided", diff.stdout + diff.stderr
     limits = tmp_path / "limits.toml"
     limits.write_text('[limits]\n"budget.live" = 1000.0\n')
     against = rssprobe("gate", "--candidate", str(run), "--limits", str(limits))
@@ -190,6 +192,7 @@ def test_the_undamaged_copy_is_ok_and_passes(original: Path, tmp_path: Path) -> 
     run = _copy(original, tmp_path / "run")
     assert json.loads(rssprobe("show", str(run), "--format", "json", check=True).stdout)["status"] == "ok"
     assert "Status,run,ok,," in rssprobe("show", str(run), "--format", "csv", check=True).stdout
+    assert rssprobe("diff", str(original), str(run)).returncode == 0
     limits = tmp_path / "limits.toml"
     limits.write_text('[limits]\n"budget.live" = 1000.0\n')
     assert rssprobe("gate", "--candidate", str(run), "--limits", str(limits)).returncode == 0

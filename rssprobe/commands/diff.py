@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from .. import verdicts
 from ..analysis.compare import GATED
 from ..reporters.output import compare_refs
 from .common_args import alpha_option, format_option, threshold_option
@@ -21,5 +24,10 @@ from .common_args import alpha_option, format_option, threshold_option
               help=f"Figures that decide the verdict (glob; default {', '.join(GATED)}).")
 def command(a_ref: str, b_ref: str, threshold: float, alpha: float, fmt: str, all_sites: bool, force: bool,
             metrics: tuple[str, ...]) -> None:
-    """Compare B against A (runs or groups: paths, ids, 'latest'; or two scale directories)."""
-    compare_refs(a_ref, b_ref, threshold, alpha, force, tuple(metrics) or GATED, fmt, all_sites)
+    """Compare B against A (runs or groups: paths, ids, 'latest'; or two scale directories).
+
+    Exit 0 once shown; 125 (undecided) when a side cannot be compared: a failed or incomplete run, a patch
+    that never took effect, no gated figure in both. A verdict on the figures is the gate's to exit on."""
+    result = compare_refs(a_ref, b_ref, threshold, alpha, force, tuple(metrics) or GATED, fmt, all_sites)
+    if result["problems"]:
+        sys.exit(verdicts.exit_code("undecided"))
