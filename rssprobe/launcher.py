@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, layout, lifeline, nodewatch, opcache, overlay, preflight, sites_config, storage
+from . import host, layout, lifeline, liveness, nodewatch, opcache, overlay, preflight, sites_config, storage
 from .errors import UserError
 from .scenario import Scenario
 
@@ -176,7 +176,8 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     """Launch the worker, follow it to the end, record how it ended."""
     prepared = req if isinstance(req, Prepared) else prepare(req)
     req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
-    run_dir.update_manifest(status="running", started=storage.now_iso())
+    # who runs it: a reader can tell a run whose orchestrator was killed (SIGKILL) from one still running
+    run_dir.update_manifest(status="running", started=storage.now_iso(), orchestrator=liveness.identity())
     timed_out = interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     with open(run_dir.path / storage.WORKER_LOG, "wb") as log:

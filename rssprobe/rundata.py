@@ -8,6 +8,7 @@ through here, so they all get the same answer for a damaged directory:
 * an events line that is valid JSON but not an event of the shape its kind has (`[1,2,3]`,
   `{"foo": 1}`, a step without `rss`) is left out and reported; a torn last line (the worker
   died mid-write) is dropped silently, as it always was;
+* a "running" run whose orchestrator is gone (liveness.py) is "incomplete" too;
 * a run whose manifest says ok but whose events do not back it (no `end` event with status
   ok, fewer step events than the manifest's or the scenario's step count, a rank's events
   missing, a line that is not an event) is "incomplete", with the reason: never shown as
@@ -224,6 +225,21 @@ def incomplete(manifest: dict[str, Any], read: Any) -> dict[int, str]:
         if why:
             out[rank] = why
     return out
+
+
+def judged(manifest: dict[str, Any], read: Any) -> tuple[str, str | None, dict[int, str]]:
+    """(status, error, rank -> gap): the manifest's status where the files back it, else "incomplete" with
+    why; a "running" run whose orchestrator is gone (SIGKILL leaves no last word) is incomplete too."""
+    from .liveness import gone
+
+    gaps = incomplete(manifest, read)
+    if gaps:
+        return INCOMPLETE, "; ".join(gaps.values()), gaps
+    if manifest.get("status") == "running":
+        why = gone(manifest.get("orchestrator"))
+        if why:
+            return INCOMPLETE, why, {}
+    return manifest["status"], manifest.get("error"), {}
 
 
 def _most(*counts: Any) -> int | None:

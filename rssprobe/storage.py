@@ -87,6 +87,10 @@ class RunDir:
         """rank -> why its events do not back a manifest that says ok (empty: they do)."""
         return rundata.incomplete(manifest or self.manifest(), self.read_events)
 
+    def judged(self, manifest: dict[str, Any] | None = None) -> tuple[str, str | None, dict[int, str]]:
+        """(status, error, rank -> gap) as the files back it (rundata.judged)."""
+        return rundata.judged(manifest or self.manifest(), self.read_events)
+
     def log_tail(self, lines: int = 20) -> str:
         path = self.path / WORKER_LOG
         if not path.exists():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rssprobe import groups
+from rssprobe.matrix.workflow import judged_statuses
 
 from .conftest import rssprobe
 
@@ -211,6 +212,8 @@ def test_a_group_with_an_incomplete_member_is_not_finished(original: Path, tmp_p
     assert "Status,run-02,incomplete," in csv and "Status,run-01,ok," in csv
     gate = rssprobe("gate", "--reference", str(group), "--candidate", str(group))
     assert gate.returncode == 125 and "did not finish" in gate.stdout
+    # a matrix's index judges its runs the same way: never "ok" for an incomplete one
+    assert judged_statuses(group) == ["ok", "incomplete", "ok"]
     # a resumed matrix, scale or bisect runs such a group again instead of reusing it
     assert not groups.finished(group, 3)
     shutil.rmtree(group / "run-02")

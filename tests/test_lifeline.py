@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import host, opcache, storage
+from rssprobe import host, liveness, opcache, storage
 
 from .conftest import rssprobe
 
@@ -94,6 +94,25 @@ def test_sigkill_of_rssprobe_still_ends_the_worker(tmp_path: Path) -> None:
     # the worker ended through its SIGTERM path, not as a mid-write corpse
     last = _events(out)[-1]
     assert (last["event"], last.get("status")) == ("end", "terminated")
+    # the manifest still says running (nobody lived to write more); readers see that its orchestrator is gone
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "running" and manifest["orchestrator"]["pid"] == proc.pid
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    shown = json.loads(rssprobe("show", str(out), "--format", "json", check=True).stdout)
+    assert shown["status"] == "incomplete" and "orchestrator gone: killed?" in shown["error"], shown["error"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files  # reading modified nothing
+
+
+def test_an_orchestrator_is_known_by_pid_start_time_and_boot_so_a_reused_pid_is_not_taken_for_it() -> None:
+    me = liveness.identity()
+    assert me["start_ticks"] is not None and me["boot_id"]
+    assert liveness.gone(me) is None  # this process runs
+    assert "killed?" in liveness.gone({**me, "start_ticks": me["start_ticks"] + 1})  # same pid, another process
+    assert "rebooted" in liveness.gone({**me, "boot_id": "another-boot"})
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert "killed?" in liveness.gone({"pid": child.pid, "start_ticks": 1, "boot_id": me["boot_id"]})
+    assert liveness.gone(None) is None and liveness.gone({"pid": "x"}) is None  # older runs: not known
 
 
 def test_sigkill_of_rssprobe_ends_torchrun_and_every_rank(tmp_path: Path) -> None:

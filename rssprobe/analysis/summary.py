@@ -51,9 +51,7 @@ class Summary:
         self.manifest = run.manifest()
         self.events = run.events(rank)
         # an ok the events do not back is "incomplete", with the reason (rssprobe.rundata)
-        self.gaps = run.incomplete(self.manifest)
-        self.status = INCOMPLETE if self.gaps else self.manifest["status"]
-        self.error = "; ".join(self.gaps.values()) if self.gaps else self.manifest.get("error")
+        self.status, self.error, self.gaps = run.judged(self.manifest)
         self.by_kind: dict[str, list[dict[str, Any]]] = {}
         for e in self.events:
             self.by_kind.setdefault(e["event"], []).append(e)

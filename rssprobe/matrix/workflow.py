@@ -126,7 +126,7 @@ def _run_cells(m: MatrixRequest, all_cells: list[matrix.Cell], index: matrix.Ind
     for done, cell in enumerate(all_cells):
         group_dir = directory / cell.id
         if groups.finished(group_dir, m.repeat):
-            statuses = [r.manifest()["status"] for r in storage.GroupDir(group_dir).runs()]
+            statuses = judged_statuses(group_dir)
             if not (m.retry_failed and set(statuses) != {"ok"}):
                 skipped += 1
                 index.update(cell.id, status="done" if set(statuses) == {"ok"} else "failed", statuses=statuses)
@@ -142,7 +142,8 @@ def _run_cells(m: MatrixRequest, all_cells: list[matrix.Cell], index: matrix.Ind
                                       patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
                                       out=group_dir, python=worker, command=argv)
             index.update(cell.id, status="running", env=env_name, python=worker, group=str(group_dir), error=None)
-            _group, statuses = groups.run_group(req, m.repeat, show=False)
+            groups.run_group(req, m.repeat, show=False)
+            statuses = judged_statuses(group_dir)
         except UserError as e:
             say(f"cell {cell.id} failed: {e}")
             index.update(cell.id, status="failed", error=str(e))
@@ -154,6 +155,18 @@ def _run_cells(m: MatrixRequest, all_cells: list[matrix.Cell], index: matrix.Ind
             return True
     overall.show(len(all_cells), "finished" + (f" ({skipped} finished cells skipped)" if skipped else ""))
     return False
+
+
+def judged_statuses(group_dir: Path) -> list[str]:
+    """Each run's status as its files back it (rundata.judged): the index never says ok for an
+    incomplete run (an ok manifest whose events are truncated, an orchestrator killed mid-run)."""
+    out = []
+    for run in storage.GroupDir(group_dir).runs():
+        try:
+            out.append(run.judged()[0])
+        except UserError:
+            out.append("damaged")
+    return out
 
 
 def _list(all_cells: list[matrix.Cell], directory: Path, repeat: int, fmt: str) -> None:
