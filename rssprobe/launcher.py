@@ -67,6 +67,9 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
         "TORCH_EXTENSIONS_DIR": str(host.ops_cache_dir(req.python, torch_version, ds_version)),
         lifeline.ORCHESTRATOR_ENV: str(os.getpid()),  # the worker's parent-death check (lifeline.die_with_parent)
     })
+    # ranks on this node, as DeepSpeed's own launcher exports it: without it DeepSpeed 0.15.x's CPU accelerator
+    # counts devices by running `numactl` (often absent); torchrun passes it on to every rank
+    env["LOCAL_SIZE"] = str(req.scenario.world_size)
     if req.scenario.world_size == 1:  # with more ranks torchrun sets these per rank
         env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
@@ -107,7 +110,9 @@ def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out
     end = kinds.get("end")
     if interrupted or (end and end.get("status") == "interrupted"):
         return "interrupted", "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
-    if end and end.get("status") == "ok" and returncode in (0, None):  # None: a rank torchrun did not report
+    if end and end.get("status") == "ok":
+        # judged by the steps it finished and the end event it wrote; an exit status after that (DeepSpeed
+        # 0.15.4's rank 0 aborts at exit) is reported beside it (exit_after_end), not taken for a failure
         return "ok", None
     if "error" in kinds:
         return "failed", kinds["error"]["message"]
@@ -232,8 +237,12 @@ def conclude(run_dir: storage.RunDir, world_size: int, returncode: int | None, t
     hello = next((e for e in every if e["event"] == "hello"), {})
     model = next((e for e in every if e["event"] == "model"), {})
     last_effects = next((e["effects"] for e in reversed(events) if "effects" in e), {})
+    after_end = None
+    if status == "ok" and returncode not in (0, None):
+        notes = [r["exit_after_end"] for r in ranks.values() if r.get("exit_after_end")]
+        after_end = "; ".join(notes) if notes else exited_after_end(returncode, "torchrun")
     manifest = run_dir.update_manifest(
-        status=status, error=error, exit_code=returncode, ended=storage.now_iso(),
+        status=status, error=error, exit_code=returncode, exit_after_end=after_end, ended=storage.now_iso(),
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
         world_size=world_size, ranks=ranks,
@@ -243,13 +252,27 @@ def conclude(run_dir: storage.RunDir, world_size: int, returncode: int | None, t
     return RunResult(run_dir, status, manifest)
 
 
+def exited_after_end(returncode: int | None, who: str = "process") -> str | None:
+    """How a process that wrote its end event then exited, when that was not cleanly (else None)."""
+    if returncode in (0, None):
+        return None
+    how = f"SIGNAL {-returncode}" if returncode < 0 else f"code {returncode}"
+    if returncode < 0:
+        try:
+            how = signal.Signals(-returncode).name
+        except ValueError:
+            pass
+    return f"{who} exited with {how} after its end event"
+
+
 def _final_status(run_dir: storage.RunDir, per_rank: dict[int, list[dict[str, Any]]], world_size: int,
                   returncode: int | None, timed_out: bool, interrupted: bool) -> tuple[str, str | None, dict[str, Any]]:
-    """The run's status and error, and each rank's status, error and finished steps."""
+    """The run's status and error, and each rank's status, error, finished steps and exit after its end event."""
     if world_size == 1:
         status, error = _rank_status(per_rank.get(0, []), returncode, timed_out, interrupted)
         return status, error, {"0": {"status": status, "error": error,
-                                     "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, []))}}
+                                     "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, [])),
+                                     "exit_after_end": exited_after_end(returncode) if status == "ok" else None}}
     log = run_dir.path / storage.WORKER_LOG
     dead = _dead_rank(log.read_text(errors="replace")) if log.exists() else None
     ranks: dict[str, Any] = {}
@@ -258,9 +281,10 @@ def _final_status(run_dir: storage.RunDir, per_rank: dict[int, list[dict[str, An
         # torchrun reports only the first rank to fail; the others it stopped (exit code unknown)
         code = dead[1] if dead and dead[0] == rank else (0 if returncode == 0 else None)
         status, error = _rank_status(events, code, timed_out, interrupted)
-        ranks[str(rank)] = {"status": status, "error": error, "steps_done": sum(e["event"] == "step" for e in events)}
-    if returncode in (0, None) and all(r["status"] == "ok" for r in ranks.values()):
-        return "ok", None, ranks
+        ranks[str(rank)] = {"status": status, "error": error, "steps_done": sum(e["event"] == "step" for e in events),
+                            "exit_after_end": exited_after_end(code, f"rank {rank}") if status == "ok" else None}
+    if not timed_out and not interrupted and all(r["status"] == "ok" for r in ranks.values()):
+        return "ok", None, ranks  # every rank wrote its end event: torchrun's exit status is noted beside it
     for status in ("timeout", "interrupted"):
         if any(r["status"] == status for r in ranks.values()):
             return status, next(r["error"] for r in ranks.values() if r["status"] == status), ranks

@@ -258,6 +258,9 @@ OPTIONS = [
     ("usage-unknown-command", ["bogus"], {}, "No such command"),
     # refused before any worker starts
     ("params-too-big", ["run", "tiny", "--set", "model.params=1e15"], {}, "need about"),
+    ("matrix-params-too-big", ["matrix", "tiny", "--set", "model.params=1e15"], {}, "need about"),
+    ("bisect-params-too-big", ["bisect", "tiny", "--components", "pr8132", "--set", "model.params=1e15"], {},
+     "need about"),
     ("extra-site-absent", ["run", "tiny", "--set",
                            'probes.extra_sites=["deepspeed.runtime.zero.stage_1_and_2.not_a_function"]'], {},
      "does not exist"),
@@ -288,7 +291,8 @@ def test_bad_options_and_requests_are_one_line_exit_2(original: Path, tmp_path: 
         names[name] = str(work / name)
     argv = [names.get(a[1:-1], a) if a.startswith("{") and a.endswith("}") else a for a in args]
     runs = tmp_path / "runs"
-    proc = rssprobe(*argv, cwd=work, env={"RSSPROBE_RUNS": str(runs), "RSSPROBE_SCALE": str(runs)})
+    proc = rssprobe(*argv, cwd=work, env={"RSSPROBE_RUNS": str(runs), "RSSPROBE_SCALE": str(runs),
+                                          "RSSPROBE_MATRIX": str(runs), "RSSPROBE_BISECT": str(runs)})
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert fragment in _one_line(proc), proc.stderr
     assert "verdict" not in proc.stdout.lower()  # refused before deciding, not after

@@ -258,7 +258,8 @@ class Summary:
         m = self.manifest
         return {
             "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": self.status,
-            "error": self.error, "scenario": m.get("scenario", {}).get("name"),
+            "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == "ok" else None,
+            "scenario": m.get("scenario", {}).get("name"),
             "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
             "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
             "malloc_env": m.get("malloc_env"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import envs, groups, layout, scenario
+from .. import envs, groups, layout, preflight, scenario
 from ..analysis import stats
 from ..errors import UserError
 from ..log import say
@@ -47,6 +47,7 @@ class BisectRequest:
 def bisect(b: BisectRequest) -> int:
     """Validate everything that can be checked without a run, then run the chosen bisect; its exit code."""
     scen = scenario.load(b.scenario_ref, [*b.sets, groups.TRIM_AT_END])
+    preflight.check_memory(scen)  # as run does: a model that cannot fit is refused before any environment or run
     ds, torch = b.deepspeed, b.torch
 
     def runner(root: Path) -> Runner:

@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import envs, groups, host, launcher, layout, patchset, scenario, storage
+from .. import envs, groups, host, launcher, layout, patchset, preflight, scenario, storage
 from ..analysis.compare import Side
 from ..errors import UserError
 from ..log import say
@@ -86,6 +86,7 @@ def run(m: MatrixRequest) -> int:
     """Run (or list, with dry_run) the matrix; 0 all done, 1 a cell failed, 130 interrupted."""
     sets = [*m.sets, groups.TRIM_AT_END]
     scen = scenario.load(m.scenario_ref, sets)
+    preflight.check_memory(scen)  # as run does: a model that cannot fit is refused before any environment or run
     axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
             "patch": values(m.patches) or [matrix.BASELINE], "allocator": values(m.allocators) or ["glibc"]}
     if m.python and (axes["torch"] or axes["deepspeed"]):

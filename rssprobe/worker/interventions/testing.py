@@ -7,6 +7,7 @@ not depend on glibc's heap state.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import math
@@ -21,6 +22,7 @@ from .base import Context, Intervention, Refused
 INJECT = "testing.inject"
 LITTER = "testing.litter"
 HOLD = "testing.hold"
+ABORT_AT_EXIT = "testing.abort_at_exit"
 
 _kept: list[Any] = []  # retained allocations live until the process ends
 
@@ -211,6 +213,23 @@ def apply_hold(ctx: Context, options: dict[str, str]) -> None:
     _wrap_site(HOLD, path, make)
 
 
+def apply_abort_at_exit(ctx: Context, options: dict[str, str]) -> None:
+    """As DeepSpeed 0.15.4's rank 0 does after its last step: C++'s std::terminate at interpreter exit."""
+    _no_options(options)
+
+    def abort() -> None:
+        os.write(2, b"terminate called without an active exception\n")
+        os.abort()
+
+    atexit.register(abort)  # after the worker's end event and the close of its event file
+    ctx.effect(ABORT_AT_EXIT)["armed"] = 1
+
+
+def _no_options(options: dict[str, str]) -> None:
+    if options:
+        raise Refused(f"{ABORT_AT_EXIT}: takes no options (got {', '.join(options)})")
+
+
 INTERVENTIONS = [
     Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (or a fixed mib MiB, whatever the "
                  "size) touched, inside a site on one step, kept (mode=retained) or freed before it returns "
@@ -227,4 +246,7 @@ INTERVENTIONS = [
                  apply_hold, options={"site": "dotted path, default ZeRO optimizer __init__", "step": "default 0",
                                       "anon_mib": "int", "stack_mib": "int", "malloc_mib": "int", "file_mib": "int"},
                  testing=True, counter="holds", check=hold_options),
+    Intervention(ABORT_AT_EXIT, "test only: abort (SIGABRT, 'terminate called without an active exception') when "
+                 "the worker exits, after its end event, as DeepSpeed 0.15.4's rank 0 does",
+                 apply_abort_at_exit, testing=True, counter="armed", check=_no_options),
 ]
