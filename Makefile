@@ -10,7 +10,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.rssprobe-installed-torch-$(TORCH)
 DEMO    = reports/demo
 
-.PHONY: install demo test bench lint clean gpu-check
+.PHONY: install demo test bench gate-check lint clean gpu-check
 
 install: $(STAMP)
 
@@ -39,6 +39,11 @@ gpu-check:
 
 bench: install
 	$(BIN)/python -m rssprobe.bench
+
+# N interleaved A/A gates and N gates with a retained 1 B/param on tiny: false regressions and detections
+N ?= 10
+gate-check: install
+	$(BIN)/python -m rssprobe.gatecheck --n $(N)
 
 lint: install
 	$(BIN)/ruff check rssprobe tests
