@@ -179,6 +179,8 @@ def interventions_table(s: dict[str, Any]) -> Table | None:
 
 RANK_FIGURES = ("init.rss", "steady.rss", "peak", "budget.live", "role.fp32_master", "role.fp32_grad",
                 "role.adam_exp_avg", "role.adam_exp_avg_sq", "role.bit16_params")
+# ZeRO-3's own roles, shown when a rank has them
+STAGE3_RANK_FIGURES = ("role.bit16_partitions", "role.grad_partitions", "role.gathered_params")
 
 
 def ranks_table(s: dict[str, Any]) -> Table | None:
@@ -186,17 +188,18 @@ def ranks_table(s: dict[str, Any]) -> Table | None:
     ranks = s.get("ranks")
     if not ranks:
         return None
+    figures = [*RANK_FIGURES, *[f for f in STAGE3_RANK_FIGURES if any(f in r["metrics"] for r in ranks)]]
     t = Table(f"Per rank ({s['world_size']} ranks; bytes per parameter of the whole model, "
               "[per parameter of the rank's partition] for the roles ZeRO partitions)",
-              ["rank", "status", "steps", *RANK_FIGURES])
+              ["rank", "status", "steps", *figures])
     for r in ranks:
         per_part = r["metrics_per_partition_param"] or {}
         t.rows.append([str(r["rank"]), r["status"] or NA, str(r["steps_done"]),
                        *[bpp(r["metrics"].get(f)) + (f" [{bpp(per_part[f])}]" if f in per_part else "")
-                         for f in RANK_FIGURES]])
+                         for f in figures]])
     for name, fn in (("max", max), ("mean", lambda v: sum(v) / len(v))):
         row = [name, "", ""]
-        for f in RANK_FIGURES:
+        for f in figures:
             values = [r["metrics"][f] for r in ranks if f in r["metrics"]]
             row.append(bpp(fn(values)) if values else NA)
         t.rows.append(row)
