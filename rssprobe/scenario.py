@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import UserError, from_validation
 from .rundata import read_text
@@ -30,6 +30,10 @@ class Model(_Strict):
     layers: int | None = Field(None, gt=0)
     width: int = Field(1024, gt=0)
     param_groups: int = Field(1, gt=0, description="optimizer param groups (layers split round-robin)")
+    activation: Literal["relu", "gelu", "silu", "tanh", "none"] = Field(
+        "relu", description="nonlinearity between the Linear layers (torch.nn)")
+    activation_checkpointing: Literal["non_reentrant", "reentrant", False] = Field(
+        False, description="torch.utils.checkpoint around each layer (its activation recomputed in backward)")
 
     @model_validator(mode="after")
     def _one_size(self) -> Model:
@@ -50,27 +54,47 @@ class Model(_Strict):
         return self.n_layers * (self.width * self.width + self.width)
 
 
+# ZeRO-3 knobs that decide how much is gathered at once: passed to DeepSpeed as given, and only at stage 3
+# (stages 1 and 2 have no gathered parameters, so a value there would silently mean nothing: refused).
+STAGE3_KNOBS = ("stage3_max_live_parameters", "stage3_prefetch_bucket_size", "stage3_max_reuse_distance",
+                "stage3_param_persistence_threshold")
+
+
 class Zero(_Strict):
     stage: int = 2
     offload_optimizer: Literal["cpu"] = "cpu"
+    offload_param: Literal["cpu"] | None = Field(None, description="stage 3 only: partitioned bit16 params on the CPU")
     pin_memory: bool = True
     contiguous_gradients: bool = True
     overlap_comm: bool = False
     reduce_bucket_size: int = Field(500_000_000, gt=0)
     allgather_bucket_size: int = Field(500_000_000, gt=0)
     gradient_clipping: float = Field(1.0, ge=0)
+    stage3_max_live_parameters: int | None = Field(None, ge=0)
+    stage3_prefetch_bucket_size: int | None = Field(None, ge=0)
+    stage3_max_reuse_distance: int | None = Field(None, ge=0)
+    stage3_param_persistence_threshold: int | None = Field(None, ge=0)
 
     @field_validator("stage")
     @classmethod
     def _stage(cls, v: int) -> int:
-        if v != 2:
-            raise ValueError(f"rssprobe measures ZeRO stage 2 with CPU optimizer offload; stage {v} is not supported")
+        if v not in (1, 2, 3):
+            raise ValueError(f"ZeRO stage {v} does not exist; rssprobe measures stages 1, 2 and 3 with CPU "
+                             "optimizer offload")
         return v
 
-    @field_validator("reduce_bucket_size", "allgather_bucket_size", mode="before")
+    @field_validator("reduce_bucket_size", "allgather_bucket_size", *STAGE3_KNOBS, mode="before")
     @classmethod
     def _int_from_float(cls, v: Any) -> Any:
         return int(v) if isinstance(v, float) and v.is_integer() else v
+
+    @field_validator("offload_param", *STAGE3_KNOBS)
+    @classmethod
+    def _stage3_only(cls, v: Any, info: ValidationInfo) -> Any:
+        stage = info.data.get("stage")  # validated before these (declared first); absent when it was refused
+        if v is not None and stage is not None and stage != 3:
+            raise ValueError(f"applies to ZeRO stage 3 only (this scenario is stage {stage})")
+        return v
 
 
 class Optimizer(_Strict):
@@ -133,6 +157,10 @@ class Scenario(_Strict):
             "optimizer": {"type": o.type, "params": {"lr": o.lr, "betas": list(o.betas), "eps": o.eps,
                                                      "weight_decay": o.weight_decay}},
         }
+        zero = config["zero_optimization"]
+        if z.offload_param is not None:
+            zero["offload_param"] = {"device": z.offload_param, "pin_memory": z.pin_memory}
+        zero.update({k: getattr(z, k) for k in STAGE3_KNOBS if getattr(z, k) is not None})
         if self.precision == "bf16":
             config["bf16"] = {"enabled": True}
         elif self.precision == "fp16":

@@ -9,14 +9,16 @@ import tomllib
 from .scenario import Scenario
 
 
-def default_sites() -> list[str]:
-    return list(tomllib.loads(resources.files("rssprobe.data").joinpath("sites.toml").read_text())["sites"])
+def default_sites(stage: int = 2) -> list[str]:
+    """The declared default sites of one ZeRO stage (data/sites.toml: groups of sites, each for its stages)."""
+    groups = tomllib.loads(resources.files("rssprobe.data").joinpath("sites.toml").read_text())["group"]
+    return [site for g in groups if stage in g["stages"] for site in g["sites"]]
 
 
 def for_scenario(scenario: Scenario) -> list[tuple[str, bool]]:
     """(dotted path, required): default sites may be absent in a version; user-given ones must exist."""
     probes = scenario.probes
-    out = [(path, False) for path in (default_sites() if probes.sites == "default" else [])]
+    out = [(path, False) for path in (default_sites(scenario.zero.stage) if probes.sites == "default" else [])]
     known = {p for p, _ in out}
     out += [(path, True) for path in [*probes.extra_sites, *probes.trace_sites] if path not in known]
     return out

@@ -13,7 +13,7 @@ from ..errors import UserError
 from ..scenario import Scenario
 from ..sites_config import for_scenario, short_name
 from ..worker import memmap
-from ..worker.census import load_roles
+from ..worker.census import role_names
 from .summary import part_key
 
 POINTS = ("init", "first_step", "steady", "end")
@@ -28,7 +28,7 @@ EXACT = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*")
 def known(scenario: Scenario) -> list[str]:
     """Every figure name a run of this scenario can have."""
     names = [f"{p}.{f}" for p in POINTS for f in POINT_FIGURES] + ["peak"] + [f"budget.{b}" for b in BUDGET]
-    names += [f"role.{name}" for name, _paths in load_roles()] + ["role.other"]
+    names += [f"role.{name}" for name in role_names(scenario.zero.stage)] + ["role.other"]
     names += [part_key(part) for part in memmap.PARTS]
     if scenario.world_size > 1:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]

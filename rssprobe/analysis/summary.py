@@ -254,12 +254,33 @@ class Summary:
                     out[f"site.{row['name']}.{row['phase']}.{key}"] = value
         return out
 
+    # ---- ZeRO stage ----------------------------------------------------------------------
+    def zero(self) -> dict[str, Any]:
+        """The ZeRO stage and offloads the run used (its manifest's scenario; runs made before stages 1 and 3
+        were accepted were all stage 2 with the optimizer offloaded)."""
+        z = (self.manifest.get("scenario") or {}).get("zero") or {}
+        return {"stage": z.get("stage", 2), "offload_optimizer": z.get("offload_optimizer", "cpu"),
+                "offload_param": z.get("offload_param")}
+
+    def zero3_gathered(self) -> dict[str, Any] | None:
+        """ZeRO-3: parameters gathered and not released after backward and after the optimizer step, in the
+        first and the last step (DeepSpeed's own ds_status: a count, deterministic beside the RSS figures)."""
+        points = {}
+        for name, step in (("first_step", self.steps[:1]), ("last_step", self.steps[-1:])):
+            if step and step[0].get("gathered"):
+                for at, counts in step[0]["gathered"].items():
+                    if counts is not None:
+                        points[f"{name}.{at}"] = {**counts, "fraction": counts["params"] / counts["of_params"]
+                                                  if counts["of_params"] else None}
+        return points or None
+
     def as_dict(self) -> dict[str, Any]:
         m = self.manifest
         return {
             "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": self.status,
             "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == "ok" else None,
-            "scenario": m.get("scenario", {}).get("name"),
+            "scenario": m.get("scenario", {}).get("name"), "zero": self.zero(),
+            "zero3_gathered": self.zero3_gathered(),
             "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
             "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
             "malloc_env": m.get("malloc_env"),
@@ -282,7 +303,7 @@ class Summary:
     def per_rank(self) -> list[dict[str, Any]]:
         """Each rank's headline figures per parameter of the whole model; the partitioned roles (each rank
         holds its share only) also per parameter of the rank's partition."""
-        partitioned = {f"role.{name}" for name in partitioned_roles()}
+        partitioned = {f"role.{name}" for name in partitioned_roles(self.zero()["stage"])}
         rows = []
         for rank in range(self.manifest.get("world_size", 1)):
             other = self if rank == self.rank else Summary(self.run, rank)

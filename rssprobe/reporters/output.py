@@ -55,9 +55,9 @@ def show_entry(entry: storage.RunDir | storage.GroupDir, fmt: str, all_sites: bo
 
 def status_table(summaries: list[dict]) -> views.Table:
     """Each run's status (ok, failed, incomplete, running, ...) and why, as a table (CSV has no header lines)."""
-    return views.Table("Status", ["run", "status", "reason", "steps"],
-                       [[s["run"], s["status"], s.get("error") or "", f"{s['steps_done']}/{s['steps_requested']}"]
-                        for s in summaries])
+    return views.Table("Status", ["run", "status", "reason", "steps", "zero"],
+                       [[s["run"], s["status"], s.get("error") or "", f"{s['steps_done']}/{s['steps_requested']}",
+                         views.zero_line(s)] for s in summaries])
 
 
 def show_comparison(result: dict, fmt: str, all_sites: bool = False) -> None:

@@ -56,6 +56,7 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         f"params {s['params'] or NA:,}  steps {s['steps_done']}/{s['steps_requested']}  "
         f"baseline RSS {mib(s.get('baseline_rss_bytes'))} MiB (pre-model; every figure is above it, per parameter)"
         if s.get("params") else f"steps {s['steps_done']}/{s['steps_requested']}",
+        zero_line(s),
         f"torch {v.get('torch', NA)}  deepspeed {v.get('deepspeed', NA)}  python {v.get('python', NA)}  "
         f"glibc {v.get('glibc', NA)}  accelerator {s.get('accelerator') or NA}",
         f"allocator {s.get('allocator')}"
@@ -67,6 +68,29 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         lines.append(f"WARNING: requested patch never took effect: {', '.join(s['never_took_effect'])} "
                      "(this run proves nothing about it)")
     return lines
+
+
+def zero_line(s: dict[str, Any]) -> str:
+    """'ZeRO stage 3, offload_optimizer cpu, offload_param cpu': what the run's figures are figures of."""
+    z = s.get("zero") or {}
+    offloads = [f"{k} {z[k]}" for k in ("offload_optimizer", "offload_param") if z.get(k)]
+    return ", ".join([f"ZeRO stage {z.get('stage', NA)}", *offloads])
+
+
+def gathered_table(s: dict[str, Any]) -> Table | None:
+    """ZeRO-3: how many parameters were gathered and not released, after backward and after the step."""
+    points = s.get("zero3_gathered")
+    if not points:
+        return None
+    t = Table("ZeRO-3 gathered parameters (not released; DeepSpeed's ds_status, a count: deterministic)",
+              ["point", "tensors", "of tensors", "params", "fraction of model", "persistent params"])
+    for point, c in points.items():
+        t.rows.append([point.replace(".", ", ").replace("_", " "), str(c["tensors"]), str(c["of_tensors"]),
+                       f"{c['params']:,}", NA if c["fraction"] is None else f"{c['fraction']:.4f}",
+                       f"{c['persistent_params']:,}"])
+    t.note = ("persistent = below stage3_param_persistence_threshold: kept gathered by design. At one rank on the "
+              "CPU accelerator a gathered parameter is a view of its own partition (no extra bytes).")
+    return t
 
 
 def phases_table(s: dict[str, Any]) -> Table:
@@ -157,6 +181,8 @@ def interventions_table(s: dict[str, Any]) -> Table | None:
 
 RANK_FIGURES = ("init.rss", "steady.rss", "peak", "budget.live", "role.fp32_master", "role.fp32_grad",
                 "role.adam_exp_avg", "role.adam_exp_avg_sq", "role.bit16_params")
+# ZeRO-3's own roles, shown when a rank has them
+STAGE3_RANK_FIGURES = ("role.bit16_partitions", "role.grad_partitions", "role.gathered_params")
 
 
 def ranks_table(s: dict[str, Any]) -> Table | None:
@@ -164,17 +190,18 @@ def ranks_table(s: dict[str, Any]) -> Table | None:
     ranks = s.get("ranks")
     if not ranks:
         return None
+    figures = [*RANK_FIGURES, *[f for f in STAGE3_RANK_FIGURES if any(f in r["metrics"] for r in ranks)]]
     t = Table(f"Per rank ({s['world_size']} ranks; bytes per parameter of the whole model, "
               "[per parameter of the rank's partition] for the roles ZeRO partitions)",
-              ["rank", "status", "steps", *RANK_FIGURES])
+              ["rank", "status", "steps", *figures])
     for r in ranks:
         per_part = r["metrics_per_partition_param"] or {}
         t.rows.append([str(r["rank"]), r["status"] or NA, str(r["steps_done"]),
                        *[bpp(r["metrics"].get(f)) + (f" [{bpp(per_part[f])}]" if f in per_part else "")
-                         for f in RANK_FIGURES]])
+                         for f in figures]])
     for name, fn in (("max", max), ("mean", lambda v: sum(v) / len(v))):
         row = [name, "", ""]
-        for f in RANK_FIGURES:
+        for f in figures:
             values = [r["metrics"][f] for r in ranks if f in r["metrics"]]
             row.append(bpp(fn(values)) if values else NA)
         t.rows.append(row)
@@ -237,6 +264,7 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), sites_table(s, all_sites),
+    tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), gathered_table(s),
+              sites_table(s, all_sites),
               interventions_table(s), native_table(s)]
     return [t for t in tables if t is not None and t.rows]

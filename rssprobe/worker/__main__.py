@@ -66,7 +66,7 @@ class Worker:
         if probes["census"]:
             zero_opt = getattr(self.engine, "optimizer", None)
             rss, mallinfo = procfs.rss_bytes(), glibc.mallinfo2()
-            found, storages = census.take(zero_opt, self.torch)
+            found, storages = census.take(zero_opt, self.torch, self.scenario["zero"]["stage"])
             parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR")) \
                 if probes["memmap"] else None
             self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, **found)
@@ -105,8 +105,14 @@ class Worker:
         self.ctx.params = params
         local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
         nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // local)
+        zero = self.scenario["zero"]
+        # stage 3's estimator asks for the largest layer, counted as DeepSpeed's own *_all_live variant does
+        largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+        estimate = training.estimator_cpu_bytes(params, local, nodes, stage=zero["stage"],
+                                                offload_param=zero.get("offload_param") is not None,
+                                                largest_layer_params=largest)
         self.events.emit("model", params=params, param_groups=len(groups), estimator_ranks_per_node=local,
-                         estimator_nodes=nodes, estimator_cpu_bytes=training.estimator_cpu_bytes(params, local, nodes))
+                         estimator_nodes=nodes, estimator_cpu_bytes=estimate, zero_stage=zero["stage"])
         self.phase("after_model")
 
         for spec in self.spec["patches"]:
@@ -124,7 +130,9 @@ class Worker:
         init_s = time.perf_counter() - t0
         peak = self.tracker.exit(interval)
         sites, calls, _overhead = recorder.drain()
-        partition = getattr(self.engine.optimizer, "partition_size", None)
+        # this rank's partition: stage 1/2 per group; stage 3 per sub-group (its partition_size list stays empty)
+        partition = getattr(self.engine.optimizer, "partition_size", None) or \
+            getattr(self.engine.optimizer, "fp16_partitioned_groups_flat_numel", None)
         self.events.emit("partition", params=int(sum(partition)) if partition else None,
                          world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
@@ -159,17 +167,21 @@ class Worker:
         step_interval = self.tracker.enter()
         t0 = time.perf_counter()
         parts: dict[str, dict[str, int]] = {}
+        gathered: dict[str, Any] = {}  # ZeRO-3: parameters gathered and not released (deterministic)
         for _micro in range(scenario["grad_accum_steps"]):
             loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
             self._part(parts, "backward", functools.partial(engine.backward, loss))
+            gathered["after_backward"] = census.gathered(engine.module)
             self._part(parts, "optimizer", engine.step)
+            gathered["after_step"] = census.gathered(engine.module)
         time_s = time.perf_counter() - t0
         peak = self.tracker.exit(step_interval)
         sites, calls, probe_s = recorder.drain()
         self.events.emit("step", step=step, time_s=time_s, probe_s=probe_s, peak=peak, entry_rss=step_interval.rss0,
                          parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
                          loss=float(loss.detach()), **({"probes_on": self.probes_on} if alternate else {}),
-                         **self.probe(smaps=self.probes_on, rss=step_interval.rss1))
+                         **self.probe(smaps=self.probes_on, rss=step_interval.rss1),
+                         **({"gathered": gathered} if gathered.get("after_step") is not None else {}))
         if step == 1:
             self.census("after_first_step")
 

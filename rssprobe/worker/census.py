@@ -26,17 +26,25 @@ import tomllib
 from .memmap import Reader
 
 
-def _roles_file() -> list[dict[str, Any]]:
-    return tomllib.loads(resources.files("rssprobe.data").joinpath("roles.toml").read_text())["role"]
+def _roles_file(stage: int | None) -> list[dict[str, Any]]:
+    """The declared roles of one ZeRO stage in priority order (every stage's when `stage` is None)."""
+    roles = tomllib.loads(resources.files("rssprobe.data").joinpath("roles.toml").read_text())["role"]
+    return [r for r in roles if stage is None or stage in r["stages"]]
 
 
-def load_roles() -> list[tuple[str, list[str]]]:
-    return [(r["name"], list(r["paths"])) for r in _roles_file()]
+def load_roles(stage: int | None = 2) -> list[tuple[str, list[str]]]:
+    return [(r["name"], list(r["paths"])) for r in _roles_file(stage)]
 
 
-def partitioned_roles() -> frozenset[str]:
-    """The roles ZeRO splits across data-parallel ranks (declared in roles.toml)."""
-    return frozenset(r["name"] for r in _roles_file() if r.get("partitioned"))
+def role_names(stage: int | None = None) -> list[str]:
+    """Each role name once, in declaration order (every stage's when `stage` is None)."""
+    return list(dict.fromkeys(name for name, _paths in load_roles(stage)))
+
+
+def partitioned_roles(stage: int | None = None) -> frozenset[str]:
+    """The roles ZeRO splits across data-parallel ranks (declared in roles.toml); a name means the same
+    at every stage it is declared for."""
+    return frozenset(r["name"] for r in _roles_file(stage) if r.get("partitioned"))
 
 
 def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:
@@ -74,7 +82,7 @@ def _pinned(t: Any) -> bool:
         return False
 
 
-def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+def take(zero_optimizer: Any, torch_module: Any, stage: int = 2) -> tuple[dict[str, Any], list[tuple[int, int]]]:
     """Role -> {allocated, resident, pinned, storages} for all live CPU tensor storages, device storages by
     role apart, and the host storages' (data_ptr, nbytes), which the memory-map partition needs."""
     Tensor = torch_module.Tensor
@@ -100,7 +108,7 @@ def take(zero_optimizer: Any, torch_module: Any) -> tuple[dict[str, Any], list[t
             on_device.setdefault((str(obj.device), *key), "other")
     del tensors
     if zero_optimizer is not None:
-        for role, paths in reversed(load_roles()):  # reversed: the first role listed wins
+        for role, paths in reversed(load_roles(stage)):  # reversed: the first role listed wins
             for path in paths:
                 for t in _walk(zero_optimizer, path.split(".")):
                     if not isinstance(t, Tensor):
@@ -147,3 +155,18 @@ def _device_roles(on_device: dict[tuple[str, int, int], str]) -> dict[str, Any]:
         r["storages"] += 1
         devices.add(device)
     return {"devices": sorted(devices), "roles": roles, "allocated": sum(r["allocated"] for r in roles.values())}
+
+
+def gathered(module: Any) -> dict[str, int] | None:
+    """ZeRO-3: how many of the module's parameters are gathered (full, not released) right now, by DeepSpeed's
+    own bookkeeping (ds_status AVAILABLE; the data then holds all ds_numel elements, not the empty tensor a
+    released parameter keeps). Deterministic, unlike RSS. None for a module ZeRO-3 did not partition."""
+    params = [p for p in module.parameters() if hasattr(p, "ds_status")]
+    if not params:
+        return None
+    available = [p for p in params if p.ds_status.name == "AVAILABLE"]
+    persistent = [p for p in available if getattr(p, "ds_persist", False)]
+    return {"tensors": len(available), "params": sum(p.ds_numel for p in available),
+            "persistent_tensors": len(persistent), "persistent_params": sum(p.ds_numel for p in persistent),
+            "full_params": sum(p.ds_numel for p in available if p.data.numel() == p.ds_numel),
+            "of_tensors": len(params), "of_params": sum(p.ds_numel for p in params)}

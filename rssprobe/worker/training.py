@@ -1,4 +1,4 @@
-"""The training scenario itself: a synthetic model and a real DeepSpeed ZeRO-2 engine.
+"""The training scenario itself: a synthetic model and a real DeepSpeed ZeRO engine (stage 1, 2 or 3).
 
 Everything here runs inside the worker process and imports torch/DeepSpeed lazily, so
 the process-start probe is taken before either is loaded.
@@ -48,6 +48,9 @@ def load_cpu_adam(on_compile: Callable[[str], None]) -> None:
     CPUAdamBuilder().load()
 
 
+ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "silu": "SiLU", "tanh": "Tanh"}  # scenario name -> torch.nn class
+
+
 def build_model(scenario: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], int]:
     """(model, optimizer param groups, parameter count). The orchestrator resolved model.layers."""
     import torch
@@ -55,14 +58,44 @@ def build_model(scenario: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], in
     m = scenario["model"]
     torch.manual_seed(scenario["seed"])
     width = m["width"]
+    activation = m.get("activation", "relu")
+    checkpointing = m.get("activation_checkpointing", False)
+    wrap = _checkpointed_class() if checkpointing else None
     blocks: list[torch.nn.Module] = []
+    linears: list[torch.nn.Module] = []
     for _ in range(m["layers"]):
-        blocks += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        layer = [torch.nn.Linear(width, width)]
+        linears.append(layer[0])
+        if activation in ACTIVATIONS:
+            layer.append(getattr(torch.nn, ACTIVATIONS[activation])())
+        blocks += [wrap(torch.nn.Sequential(*layer), checkpointing == "reentrant")] if wrap else layer
     model = torch.nn.Sequential(*blocks)
-    linears = [b for b in blocks if isinstance(b, torch.nn.Linear)]
     groups = [{"params": [p for layer in linears[g::m["param_groups"]] for p in layer.parameters()]}
               for g in range(m["param_groups"])]
     return model, groups, sum(p.numel() for p in model.parameters())
+
+
+def _checkpointed_class() -> Any:
+    """The checkpointing wrapper, defined on first use (torch is imported lazily here)."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(torch.nn.Module):
+        """One layer under torch.utils.checkpoint: its activations are dropped after forward and
+        recomputed in backward (ZeRO-3 gathers its parameters again for that)."""
+
+        def __init__(self, inner: torch.nn.Module, reentrant: bool) -> None:
+            super().__init__()
+            self.inner, self.reentrant = inner, reentrant
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.reentrant and not x.requires_grad:
+                # the reentrant form returns no graph unless an input needs a gradient: without this the
+                # first layer's parameters would get none (the usual `enable_input_require_grads` fix)
+                x = x.detach().requires_grad_()
+            return checkpoint(self.inner, x, use_reentrant=self.reentrant)
+
+    return Checkpointed
 
 
 def input_dtype(scenario: dict[str, Any]) -> Any:
@@ -79,10 +112,20 @@ def initialize(model: Any, groups: list[dict[str, Any]], ds_config: dict[str, An
     return engine
 
 
-def estimator_cpu_bytes(params: int, ranks_per_node: int = 1, nodes: int = 1) -> int | None:
-    """DeepSpeed's own host-memory estimate for ZeRO-2 with CPU offload: absolute bytes for a whole node
-    of `ranks_per_node` ranks (model states only), for reference."""
+def estimator_cpu_bytes(params: int, ranks_per_node: int = 1, nodes: int = 1, stage: int = 2,
+                        offload_param: bool = False, largest_layer_params: int = 0) -> int | None:
+    """DeepSpeed's own host-memory estimate with CPU optimizer offload: absolute bytes for a whole node
+    of `ranks_per_node` ranks (model states only), for reference. Stages 1 and 2 share ZeRO-2's estimator
+    (DeepSpeed has none for stage 1); stage 3's is told whether parameters are offloaded too, and that the
+    model was not built under zero.Init (it is built whole, then partitioned by initialize)."""
     try:
+        if stage == 3:
+            from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+
+            cpu_mem, *_gpu = estimate_zero3_model_states_mem_needs(
+                params, largest_layer_params, num_gpus_per_node=ranks_per_node, num_nodes=nodes,
+                cpu_offload=True, cpu_offload_params=offload_param, zero_init=False)
+            return cpu_mem
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
     except ImportError:
         return None
