@@ -62,7 +62,9 @@ class InRunEvents:
     def _prune(self) -> None:
         keep = self.config["checkpoint"]["keep"]
         while keep and len(self.tags) > keep:
-            shutil.rmtree(self.worker.run_dir / CHECKPOINTS / self.tags.pop(0), ignore_errors=True)
+            tag = self.tags.pop(0)
+            if self.worker.rank == 0:  # one rank deletes; every rank wrote its shards into the same tag
+                shutil.rmtree(self.worker.run_dir / CHECKPOINTS / tag, ignore_errors=True)
 
     def _eval(self, x: Any) -> None:
         engine = self.worker.engine
