@@ -9,8 +9,16 @@ fixed (conftest.STEADY_GLIBC), so that large buffers are mmapped and their free 
 - keep: testing.keep_engine keeps every engine deepspeed.initialize returned alive, so each
   re-initialisation leaks the old engine whole.
 
+The known answers are anonymous memory (the injection is an anonymous mmap; an engine's buffers are
+anonymous), so the figures compared are the anonymous ones (smaps_rollup at the event's entry and exit, and
+at each step's end): on a machine under memory pressure from other processes the kernel evicts file-backed
+pages (libtorch's code) and faults them in again, which moves RSS by several B/param with no allocation at
+all (seen: libtorch_cpu.so -6.4 B/param over a 5-step run while other jobs filled the host), and the first
+save's page faults on code then read as if the save had kept them. The RSS figures are checked to exist.
+
 Tolerances are derived from the RSS counter's batching noise (tests/noise.py: READ_ERROR a read) times
-the reads behind each figure, plus, for a slope, the fit's own 95% t interval (the step-to-step
+the reads behind each figure (conservative for the anonymous figures: smaps_rollup walks the page tables
+rather than reading the batched counter), plus, for a slope, the fit's own 95% t interval (the step-to-step
 residual noise the run measured); never a fixed number below the noise.
 """
 
@@ -72,7 +80,7 @@ def test_events_are_recorded_per_occurrence_with_their_sites(control: dict[str, 
     assert "deepspeed.initialize" in {r["name"] for r in events["reinit"]["sites"]}
     for name in ("checkpoint", "eval", "reinit"):
         assert f"event.{name}.retained" in control["metrics"]
-    assert "growth.per_step" in control["metrics"]
+    assert {"growth.per_step", "growth.anon_per_step"} <= set(control["metrics"])
     # the checkpoints went into the run directory, and only the newest tag is kept (keep = 1)
     root = Path(control["path"]) / "checkpoints"
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["step5"]
@@ -82,12 +90,12 @@ def test_per_save_figure_and_growth_slope_show_a_leak_per_save(control: dict[str
                                                               injected: dict[str, Any]) -> None:
     params = control["params"]
     assert injected["interventions"][0]["count"] == STEPS  # it fired at each save
-    got = injected["events"]["checkpoint"]["retained_bytes_per_param"]["value"]
-    ref = control["events"]["checkpoint"]["retained_bytes_per_param"]["value"]
+    got = injected["events"]["checkpoint"]["anon_retained_bytes_per_param"]["value"]
+    ref = control["events"]["checkpoint"]["anon_retained_bytes_per_param"]["value"]
     # each occurrence's figure is 2 reads; a mean of them is off by at most 2 reads; two runs: 4 reads
     assert got - ref == pytest.approx(N, abs=bound(4, params))
     # the slope includes what the saves leave behind: N per save, a save every EVERY_SAVE steps
-    g, g0 = injected["growth"]["bytes_per_param_per_step"], control["growth"]["bytes_per_param_per_step"]
+    g, g0 = injected["growth"]["anon_bytes_per_param_per_step"], control["growth"]["anon_bytes_per_param_per_step"]
     tolerance = bound(2 * SLOPE_READS, params) + _half(g) + _half(g0)
     assert g["value"] - g0["value"] == pytest.approx(N / EVERY_SAVE, abs=tolerance)
     assert tolerance < N / EVERY_SAVE / 2  # the interval is informative: it excludes no growth
@@ -100,7 +108,7 @@ def test_clean_reinit_does_not_grow(control: dict[str, Any]) -> None:
     EVERY_REINIT steps), i.e. far below any leak of an engine part (the smallest, bf16 params, is 10%);
     and never below the slope's own read noise plus its interval."""
     params = control["params"]
-    g = control["growth"]["bytes_per_param_per_step"]
+    g = control["growth"]["anon_bytes_per_param_per_step"]
     engine = control["metrics"]["budget.live"]
     tolerance = max(0.05 * engine / EVERY_REINIT, bound(SLOPE_READS, params) + _half(g))
     assert abs(g["value"]) <= tolerance, (g, tolerance)
@@ -116,9 +124,9 @@ def test_kept_engine_shows_the_full_engine_cost_per_reinit(control: dict[str, An
     params = control["params"]
     assert kept["interventions"][0]["count"] == 1 + len(kept["events"]["reinit"]["steps"])
     engine = control["metrics"]["budget.live"]
-    got = kept["events"]["reinit"]["retained_bytes_per_param"]["value"]
-    ref = control["events"]["reinit"]["retained_bytes_per_param"]["value"]
+    got = kept["events"]["reinit"]["anon_retained_bytes_per_param"]["value"]
+    ref = control["events"]["reinit"]["anon_retained_bytes_per_param"]["value"]
     assert got - ref == pytest.approx(engine, abs=bound(4, params))
-    g, g0 = kept["growth"]["bytes_per_param_per_step"], control["growth"]["bytes_per_param_per_step"]
+    g, g0 = kept["growth"]["anon_bytes_per_param_per_step"], control["growth"]["anon_bytes_per_param_per_step"]
     tolerance = bound(2 * SLOPE_READS, params) + _half(g) + _half(g0)
     assert g["value"] - g0["value"] == pytest.approx(engine / EVERY_REINIT, abs=tolerance)

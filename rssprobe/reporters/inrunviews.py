@@ -29,13 +29,16 @@ def events_table(s: dict[str, Any]) -> Table | None:
     if not figures:
         return None
     t = Table("In-run events: RSS retained per event (mean over occurrences, 95% t interval)",
-              ["RSS per", "occurrences", "after steps", "B/param", "MiB", "peak above entry B/param"])
+              ["RSS per", "occurrences", "after steps", "B/param", "MiB", "anonymous B/param",
+               "peak above entry B/param"])
     for f in figures.values():
         t.rows.append([f["action"], str(f["occurrences"]), ",".join(map(str, f["steps"])),
                        _ci(f["retained_bytes_per_param"], _signed_bpp), _ci(f["retained_bytes"], _signed_mib),
+                       _ci(f.get("anon_retained_bytes_per_param"), _signed_bpp),
                        bpp(f["peak_above_entry_bytes_per_param"])])
-    t.note = ("retained = RSS after the event minus RSS before it; an event runs after its step, so what it "
-              "leaves behind also shows in the next step's RSS and in the growth slope.")
+    t.note = ("retained = RSS after the event minus RSS before it; anonymous = the same of anonymous memory "
+              "(smaps_rollup), blind to file-backed pages the kernel evicts or faults in; an event runs after "
+              "its step, so what it leaves behind also shows in the next step's RSS and in the growth slope.")
     return t
 
 
@@ -72,8 +75,9 @@ def growth_table(s: dict[str, Any]) -> Table | None:
               ["figure", "per step"])
     t.rows.append(["B/param", _ci(g["bytes_per_param_per_step"], _signed_bpp)])
     t.rows.append(["MiB", _ci(g["bytes_per_step"], _signed_mib)])
+    t.rows.append(["anonymous B/param", _ci(g.get("anon_bytes_per_param_per_step"), _signed_bpp)])
     t.note = ("end-of-step RSS from step 2 on (step 1 allocates the optimizer states once); includes what in-run "
-              "events leave behind. Metric growth.per_step.")
+              "events leave behind. Metrics growth.per_step, growth.anon_per_step.")
     return t
 
 

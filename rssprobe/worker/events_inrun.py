@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..layout import CHECKPOINTS
-from . import training
+from . import procfs, training
 from .sites import SiteRecorder
 
 EVENTS = ("checkpoint", "eval", "reinit")  # run in this order after a step (rssprobe.scenario.EVENTS)
@@ -40,6 +40,9 @@ class InRunEvents:
 
     def _measure(self, name: str, step: int, action: Callable[[], None]) -> None:
         w = self.worker
+        # anonymous memory at entry (a page-table walk, exact): file-backed pages come and go with the
+        # page cache under memory pressure from outside; what an event keeps is anonymous
+        entry_smaps = procfs.smaps_rollup()
         interval = w.tracker.enter()
         t0 = time.perf_counter()
         action()
@@ -47,7 +50,7 @@ class InRunEvents:
         peak = w.tracker.exit(interval)
         sites, calls, probe_s = self.recorder.drain()
         w.events.emit("inrun", name=name, step=step, time_s=time_s, probe_s=probe_s, peak=peak,
-                      entry_rss=interval.rss0, sites=sites, calls=calls, effects=w.ctx.effects,
+                      entry_rss=interval.rss0, entry_smaps=entry_smaps, sites=sites, calls=calls, effects=w.ctx.effects,
                       **w.probe(smaps=True, rss=interval.rss1))
 
     def _checkpoint(self, step: int) -> None:
