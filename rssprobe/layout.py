@@ -29,6 +29,7 @@ STEPS = "steps.parquet"
 WORKER_SPEC = "worker.json"
 WORKER_LOG = "worker.log"
 NATIVE = "native.json"
+CHECKPOINTS = "checkpoints"  # an in-run checkpoint event saves here, inside the run directory, never elsewhere
 OVERLAY = "overlay"
 MEMRAY_PHASES = ("init", "first_step", "steady")
 MATRIX_INDEX = "matrix.json"

@@ -122,6 +122,30 @@ class Patches(_Strict):
     patched: list[str] = Field(default_factory=lambda: ["pr8132"], description="what --patched applies")
 
 
+class Checkpoint(_Strict):
+    """DeepSpeed's save_checkpoint after every `every`-th step, into the run directory (RUN/checkpoints/)."""
+
+    every: int = Field(gt=0, description="save after steps every, 2 x every, ...")
+    consolidate_16bit: bool = Field(False, description="also engine.save_16bit_model (ZeRO stage 3 only)")
+    keep: int = Field(1, ge=0, description="newest tags kept on disk (0 = all), so long runs do not fill the disk")
+
+
+class Eval(_Strict):
+    """`forwards` forward passes through the engine under torch.no_grad() after every `every`-th step."""
+
+    every: int = Field(gt=0)
+    forwards: int = Field(1, gt=0)
+
+
+class Reinit(_Strict):
+    """Tear the engine down (every reference dropped, gc) and deepspeed.initialize a fresh model."""
+
+    every: int = Field(gt=0)
+
+
+EVENTS = ("checkpoint", "eval", "reinit")  # the in-run events, in the order they run after a step
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
@@ -137,6 +161,20 @@ class Scenario(_Strict):
     optimizer: Optimizer = Field(default_factory=Optimizer)
     probes: Probes = Field(default_factory=Probes)
     patches: Patches = Field(default_factory=Patches)
+    checkpoint: Checkpoint | None = None
+    eval: Eval | None = None
+    reinit: Reinit | None = None
+
+    @model_validator(mode="after")
+    def _events_fit(self) -> Scenario:
+        for name in EVENTS:
+            event = getattr(self, name)
+            if event is not None and event.every > self.steps:
+                raise ValueError(f"{name}.every ({event.every}) exceeds steps ({self.steps}): it would never run")
+        if self.checkpoint is not None and self.checkpoint.consolidate_16bit and self.zero.stage < 3:
+            raise ValueError("checkpoint.consolidate_16bit is for ZeRO stage 3 "
+                             f"(this scenario: stage {self.zero.stage})")
+        return self
 
     def deepspeed_config(self) -> dict[str, Any]:
         """The DeepSpeed config dict this scenario stands for."""

@@ -15,10 +15,19 @@ def default_sites(stage: int = 2) -> list[str]:
     return [site for g in groups if stage in g["stages"] for site in g["sites"]]
 
 
+def event_sites() -> dict[str, list[str]]:
+    """Per in-run event (checkpoint, eval, reinit), the sites installed when a scenario declares it."""
+    data = tomllib.loads(resources.files("rssprobe.data").joinpath("event_sites.toml").read_text())
+    return {name: list(paths) for name, paths in data["events"].items()}
+
+
 def for_scenario(scenario: Scenario) -> list[tuple[str, bool]]:
     """(dotted path, required): default sites may be absent in a version; user-given ones must exist."""
     probes = scenario.probes
     out = [(path, False) for path in (default_sites(scenario.zero.stage) if probes.sites == "default" else [])]
+    for name, paths in event_sites().items():  # an event's own sites, wherever the site list comes from
+        if getattr(scenario, name, None) is not None:
+            out += [(path, False) for path in paths if path not in {p for p, _ in out}]
     known = {p for p, _ in out}
     out += [(path, True) for path in [*probes.extra_sites, *probes.trace_sites] if path not in known]
     return out

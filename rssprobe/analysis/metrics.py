@@ -14,6 +14,7 @@ from ..scenario import Scenario
 from ..sites_config import for_scenario, short_name
 from ..worker import memmap
 from ..worker.census import role_names
+from . import inrun
 from .summary import part_key
 
 POINTS = ("init", "first_step", "steady", "end")
@@ -34,7 +35,7 @@ def known(scenario: Scenario) -> list[str]:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
     names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
               for phase in SITE_PHASES for kind in ("retained", "peak")]
-    return names
+    return names + inrun.known(scenario)
 
 
 def check(flag: str, pattern: str, scenario: Scenario) -> None:

@@ -110,3 +110,42 @@ def paired_ratio(a: list[float], b: list[float], confidence: float = 0.95) -> Pa
     t = float(stats.t.ppf(0.5 + confidence / 2, len(logs) - 1))
     return PairedRatio(float(np.exp(mean)), float(np.exp(mean - t * sem)), float(np.exp(mean + t * sem)),
                        len(logs), confidence)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure with its two-sided t interval; low/high are None when the samples cannot give one."""
+
+    value: float
+    low: float | None
+    high: float | None
+    n: int
+    confidence: float
+
+    def scaled(self, factor: float) -> Estimate:
+        low = None if self.low is None else self.low * factor
+        high = None if self.high is None else self.high * factor
+        return Estimate(self.value * factor, low, high, self.n, self.confidence)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mean_interval(values: list[float], confidence: float = 0.95) -> Estimate:
+    """Mean with a Student t interval (no interval from one sample)."""
+    mean = fmean(values)
+    if len(values) < 2:
+        return Estimate(mean, None, None, len(values), confidence)
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * stdev(values) / len(values) ** 0.5
+    return Estimate(mean, mean - half, mean + half, len(values), confidence)
+
+
+def slope_interval(x: list[float], y: list[float], confidence: float = 0.95) -> Estimate:
+    """Least-squares slope of y on x with a t interval on n - 2 degrees of freedom (none below 3 points)."""
+    if len(x) < 2:
+        raise ValueError("a slope needs two points")
+    fit = stats.linregress(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    if len(x) < 3:
+        return Estimate(float(fit.slope), None, None, len(x), confidence)
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 2)) * float(fit.stderr)
+    return Estimate(float(fit.slope), float(fit.slope) - half, float(fit.slope) + half, len(x), confidence)

@@ -17,6 +17,7 @@ from ..sites_config import short_name
 from ..storage import NATIVE, RunDir
 from ..worker.census import partitioned_roles
 from ..worker.glibc import in_use
+from . import inrun
 from .hostsplit import split as host_device_split
 
 SITE_PHASES = ("init", "first_step", "steady")
@@ -252,6 +253,7 @@ class Summary:
                 value = row[f"{key}_bytes_per_param"]
                 if value is not None:
                     out[f"site.{row['name']}.{row['phase']}.{key}"] = value
+        out.update(inrun.metrics(self.inrun_events(), self.growth()))
         return out
 
     # ---- ZeRO stage ----------------------------------------------------------------------
@@ -274,6 +276,13 @@ class Summary:
                                                   if counts["of_params"] else None}
         return points or None
 
+    # ---- in-run events and growth (rssprobe.analysis.inrun) -----------------------------
+    def inrun_events(self) -> dict[str, dict[str, Any]]:
+        return inrun.events(self.by_kind, self.params)
+
+    def growth(self) -> dict[str, Any] | None:
+        return inrun.growth(self.steps, self.params)
+
     def as_dict(self) -> dict[str, Any]:
         m = self.manifest
         return {
@@ -293,6 +302,8 @@ class Summary:
             "sites": self.sites(), "site_status": self.site_status(),
             "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),
             "metrics": self.metrics(),
+            "events": self.inrun_events(), "growth": self.growth(),
+            "step_events": {str(k): v for k, v in inrun.step_marks(self.by_kind).items()},
             "native": self.native() if self.rank == 0 else None, "memray": bool(m.get("memray")),
             "world_size": m.get("world_size", 1), "rank": self.rank, "partition_params": self.partition_params,
             "ranks": self.per_rank() if self.rank == 0 and m.get("world_size", 1) > 1 else None,

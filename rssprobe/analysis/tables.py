@@ -47,5 +47,11 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
     columns = ["step", "time_s", "probe_s", "rss", "peak", "entry_rss", "loss", *[f"glibc_{k}" for k in MALLINFO],
                *[f"smaps_{k}" for k in SMAPS], *[f"cuda_{k}" for k in CUDA], *[f"pinned_{k}" for k in PINNED],
                *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
-    return pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})
+    frame = pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})
+    marks: dict[int, list[str]] = {}
+    for e in events:  # in-run events that ran after the step (checkpoint, eval, reinit), "" for none
+        if e["event"] == "inrun":
+            marks.setdefault(e["step"], []).append(e["name"])
+    frame["events"] = pd.Series([",".join(marks.get(int(s), [])) for s in frame["step"]], dtype="string")
+    return frame
 

@@ -264,7 +264,8 @@ def group_table(summaries: list[dict[str, Any]]) -> Table:
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
+    from .inrunviews import inrun_tables  # imports this module's Table
+
     tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), gathered_table(s),
-              sites_table(s, all_sites),
-              interventions_table(s), native_table(s)]
+              sites_table(s, all_sites), *inrun_tables(s), interventions_table(s), native_table(s)]
     return [t for t in tables if t is not None and t.rows]

@@ -23,6 +23,7 @@ from .. import lifeline
 from ..layout import WORKER_SPEC, rank_log
 from . import census, glibc, memmap, procfs, training
 from .events import EventWriter, events_file
+from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused, parse
 from .native import NativeCapture
 from .probes import PeakTracker, cuda_stats, snapshot
@@ -127,6 +128,9 @@ class Worker:
         t0 = time.perf_counter()
         with self.native.phase("init"):
             self.engine = training.initialize(model, groups, self.spec["deepspeed_config"])
+        # the engine holds its model; a local reference here would keep it (and, through its hooks, the
+        # whole engine) alive past a reinit event
+        del model, groups
         init_s = time.perf_counter() - t0
         peak = self.tracker.exit(interval)
         sites, calls, _overhead = recorder.drain()
@@ -149,15 +153,17 @@ class Worker:
         self.events.emit("end", status="ok", effects=self.ctx.effects)
 
     def train(self, recorder: SiteRecorder) -> None:
-        torch, engine, scenario = self.torch, self.engine, self.scenario
+        torch, scenario = self.torch, self.scenario  # no engine held here: a reinit event replaces it
         x = torch.randn(scenario["micro_batch"], scenario["model"]["width"],
-                        dtype=training.input_dtype(scenario), device=engine.device)
+                        dtype=training.input_dtype(scenario), device=self.engine.device)
+        inrun = InRunEvents(self, recorder)
         with contextlib.ExitStack() as capture:
             for step in range(1, scenario["steps"] + 1):
                 if step <= 2:  # one capture for the first step, one for all later steps
                     capture.close()
                     capture.enter_context(self.native.phase("first_step" if step == 1 else "steady"))
                 self._step(recorder, step, x)
+                inrun.after_step(step, x)
 
     def _step(self, recorder: SiteRecorder, step: int, x: Any) -> None:
         engine, scenario = self.engine, self.scenario

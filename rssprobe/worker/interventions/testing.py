@@ -23,6 +23,7 @@ INJECT = "testing.inject"
 LITTER = "testing.litter"
 HOLD = "testing.hold"
 ABORT_AT_EXIT = "testing.abort_at_exit"
+KEEP_ENGINE = "testing.keep_engine"
 
 _kept: list[Any] = []  # retained allocations live until the process ends
 
@@ -53,12 +54,13 @@ def _number(name: str, options: dict[str, str], key: str, default: str, kind: ty
     return value
 
 
-def inject_options(options: dict[str, str]) -> tuple[str, float, int, str, int | None]:
+def inject_options(options: dict[str, str]) -> tuple[str, float, int | None, str, int | None]:
     """(site, bytes_per_param, step, mode, fixed bytes or None); Refused on a bad option."""
     if not options.get("site"):
         raise Refused(f"{INJECT}: site=DOTTED.PATH is required (the function to allocate in)")
     per_param = _number(INJECT, options, "bytes_per_param", "3", float, 0)
-    at_step = _number(INJECT, options, "step", "1", int, 0)
+    # step=every: at every call of the site, on every step (a leak per call, e.g. per save_checkpoint)
+    at_step = None if options.get("step") == "every" else _number(INJECT, options, "step", "1", int, 0)
     mode = options.get("mode", "retained")
     if mode not in ("retained", "transient"):
         raise Refused(f"{INJECT}: mode must be retained or transient, not {mode!r}")
@@ -79,7 +81,7 @@ def apply_inject(ctx: Context, options: dict[str, str]) -> None:
 
     def make(fn: Any) -> Any:
         def injected(*args: Any, **kwargs: Any) -> Any:
-            if ctx.step == at_step and effect["injections"] == 0:
+            if (ctx.step == at_step and effect["injections"] == 0) or at_step is None:
                 size = int(per_param * ctx.params) if fixed is None else fixed
                 buf = _touched_mmap(size)
                 effect["injections"] += 1
@@ -230,13 +232,31 @@ def _no_options(options: dict[str, str]) -> None:
         raise Refused(f"{ABORT_AT_EXIT}: takes no options (got {', '.join(options)})")
 
 
+def apply_keep_engine(ctx: Context, options: dict[str, str]) -> None:
+    """Keep every engine deepspeed.initialize returns alive for good: a re-initialisation then leaks
+    the whole old engine (its model, optimizer, offloaded states), the known answer for reinit events."""
+    effect = ctx.effect(KEEP_ENGINE)
+    effect.update(kept=0)
+
+    def make(fn: Any) -> Any:
+        def keeping(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            _kept.append(out)
+            effect["kept"] += 1
+            return out
+        return keeping
+
+    _wrap_site(KEEP_ENGINE, "deepspeed.initialize", make)
+
+
 INTERVENTIONS = [
     Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (or a fixed mib MiB, whatever the "
                  "size) touched, inside a site on one step, kept (mode=retained) or freed before it returns "
                  "(mode=transient)", apply_inject,
                  options={"site": "dotted path of the function", "bytes_per_param": "float, default 3",
                           "mib": "float: a fixed size in MiB instead of bytes_per_param",
-                          "step": "step number, default 1 (0 = during init)", "mode": "retained|transient"},
+                          "step": "step number, default 1 (0 = during init; every = each call, every step)",
+                          "mode": "retained|transient"},
                  testing=True, counter="injections", check=inject_options),
     Intervention(LITTER, "test only: leave MiB of free-but-retained glibc heap before every call of a site",
                  apply_litter, options={"site": "dotted path, default ZeRO _optimizer_step", "mib": "int, default 64"},
@@ -249,4 +269,7 @@ INTERVENTIONS = [
     Intervention(ABORT_AT_EXIT, "test only: abort (SIGABRT, 'terminate called without an active exception') when "
                  "the worker exits, after its end event, as DeepSpeed 0.15.4's rank 0 does",
                  apply_abort_at_exit, testing=True, counter="armed", check=_no_options),
+    Intervention(KEEP_ENGINE, "test only: keep every engine deepspeed.initialize returns alive for good (a "
+                 "re-initialisation then leaks the old engine whole)", apply_keep_engine,
+                 testing=True, counter="kept"),
 ]
