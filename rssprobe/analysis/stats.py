@@ -82,3 +82,15 @@ def compare(metric: str, a: list[float], b: list[float], threshold: float = THRE
         p = p_up if delta > 0 else p_down
         verdict, reason = "~", f"change {delta:+.2f} passes the threshold but is not significant (p = {p:.3f})"
     return Comparison(metric, len(a), len(b), mean_a, mean_b, sd_a, sd_b, delta, p_up, p_down, verdict, reason)
+
+
+def interval(a: list[float], b: list[float], level: float = 0.95) -> float | None:
+    """Half-width of a Welch t interval for mean(b) - mean(a); None with fewer than 2 repeats a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    se2 = va + vb
+    if se2 == 0:
+        return 0.0
+    dof = se2 ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return float(stats.t.ppf(0.5 + level / 2, dof) * np.sqrt(se2))
