@@ -17,6 +17,7 @@ rank's partition (rank 0), so that they read on the same scale as one rank.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import platform
 from dataclasses import dataclass
@@ -30,9 +31,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from .. import layout, storage, verdicts
+from .. import host, layout, storage, verdicts
 from ..analysis import stats
-from ..analysis.compare import Side
+from ..analysis.compare import GATED, Side
 from ..matrix import cells as matrix
 from ..matrix.plan import Claim, LoadedPlan, PlanCell, load
 from ..matrix.planrun import run_seconds
@@ -170,9 +171,12 @@ def pr_rows(all_configs: list[Config], patch: str) -> tuple[list[list[str]], lis
             half = stats.interval(sa, sb)
             p = c.p_decrease if c.delta < 0 else c.p_increase
             data[config.label][metric] = (c.delta, half)
-            effects.append([config.label, label, _fmt(c.mean_a, c.sd_a), _fmt(c.mean_b, c.sd_b),
+            decides = any(fnmatch.fnmatchcase(metric, g) for g in GATED)
+            effects.append([config.label, label + ("" if decides else " (raw RSS: informative)"),
+                            _fmt(c.mean_a, c.sd_a), _fmt(c.mean_b, c.sd_b),
                             f"{c.delta:+.2f}", "-" if half is None else f"± {half:.2f}",
-                            "-" if p is None else f"{p:.3f}", verdicts.mark(c.verdict) or "same"])
+                            "-" if p is None else f"{p:.3f}", verdicts.mark(c.verdict, decides) or "same"])
+            data[config.label].setdefault("verdicts", {})[metric] = c.verdict
     return fires, effects, data
 
 
@@ -189,7 +193,9 @@ def op_loads(all_configs: list[Config], runs: Path) -> list[list[str]]:
                 compiled = [e["op"] for e in _events(run.path) if e.get("event") == "compiling"]
                 if "process_start" in times and "ops_loaded" in times and compiled:
                     m = run.manifest()
-                    rows.append([config.label, f"{patch}/{run.id}", ", ".join(compiled),
+                    python = Path(m.get("python") or "")
+                    where = python.parent.parent.name if host.is_rssprobe_env(str(python)) else "the project's venv"
+                    rows.append([config.label, where, f"{patch}/{run.id}", ", ".join(compiled),
                                  f"{times['ops_loaded'] - times['process_start']:.0f}",
                                  "yes" if m.get("compiler_cache") else "no"])
     return rows
@@ -230,7 +236,7 @@ def claims_chart(plan_claims: list[Claim], all_configs: list[Config], path: Path
     plt.close(fig)
 
 
-def pr_chart(data: dict[str, dict[str, tuple[float, float | None]]], path: Path) -> None:
+def pr_chart(data: dict[str, dict[str, Any]], path: Path) -> None:
     metrics = list(PR_FIGURES)
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(data) * 2 + 1.5))
     y = 0
@@ -299,6 +305,11 @@ def paragraph(plan_claims: list[Claim], results: dict[str, list[str]], pr_data: 
     if trim:
         pr.append(f"RSS after a final malloc_trim moved {trim[0]:+.2f}" + (f" (± {trim[1]:.2f})" if trim[1] is not None
                                                                            else ""))
+    for metric in ("part.glibc_free_resident", "steady.rss"):
+        moved = [f"{config} ({effects[metric][0]:+.2f})" for config, effects in pr_data.items()
+                 if effects.get("verdicts", {}).get(metric) in ("improvement", "regression")]
+        pr.append(f"{PR_FIGURES[metric]} changed significantly in "
+                  + (", ".join(moved) if moved else "no configuration"))
     return ("Measured with rssprobe on DeepSpeed's CPU accelerator (no GPU), ZeRO-2 with the optimizer offloaded to "
             f"the CPU, across {n_configs} configurations (torch, DeepSpeed, allocator, ranks varied one at a time):\n\n"
             + "\n".join(lines) + "\n\nPR #8132: " + "; ".join(pr) + " (95% intervals; details below).")
@@ -368,8 +379,11 @@ def write(plan_path: Path, runs: Path, out: Path) -> Path:
         lines += ["## Compiling DeepSpeed's ops in a new environment", "",
                   "Each run that compiled ops: seconds from process start to DeepSpeed's ops loaded (compiling "
                   "cpu_adam and shm_comm, or taking them from the compiler cache), and whether ccache was behind "
-                  "torch's extension builder (rssprobe/compilecache.py). Runs not listed found their ops built.", ""]
-        lines += _table(["configuration", "run", "ops compiled", "ops loaded after (s)", "ccache"], loads)
+                  "torch's extension builder (rssprobe/compilecache.py; only for rssprobe's environments). Runs "
+                  "not listed found their ops built. The runs share the machine with other work, so seconds are "
+                  "comparable within one sitting only.", ""]
+        lines += _table(["configuration", "environment", "run", "ops compiled", "ops loaded after (s)", "ccache"],
+                        loads)
     out.write_text("\n".join(lines))
     return out
 
