@@ -172,7 +172,7 @@ def tiny_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_plan_runs_every_cell_and_resumes(tiny_plan: tuple[Path, Path]) -> None:
     path, runs = tiny_plan
     cells = sorted(p.name for p in runs.iterdir() if p.is_dir())
-    assert cells == ["allocator-glibc_MALLOC_ARENA_MAX_2-baseline", "base-base-baseline"]
+    assert cells == ["allocator-glibc+MALLOC_ARENA_MAX_2-baseline", "base-base-baseline"]
     before = {p: p.stat().st_mtime_ns for p in runs.rglob("manifest.json")}
     proc = rssprobe("matrix", "--plan", str(path), "--out", str(runs), "--format", "json")
     assert proc.returncode == 0, proc.stderr[-2000:]
