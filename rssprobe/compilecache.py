@@ -13,6 +13,12 @@ CCACHE_NOHASHDIR keeps the build directory itself out of the hash (DeepSpeed com
 Objects are reused only where the preprocessed sources and flags are the same (ccache's own
 check), so a release that changed an op's sources recompiles it.
 
+torch >= 2.13 prepends ccache to the compiler by itself when ccache is on PATH, but with
+ccache's defaults (absolute paths hashed): it reuses objects within one environment only, and
+installing ccache changes every existing build line once (ninja rebuilds each ops directory once).
+For rssprobe's environments TORCH_NO_COMPILER_WRAPPER turns torch's own wrapping off, so the
+compiler runs behind exactly one ccache, configured as above, whatever the torch version.
+
 Only for rssprobe's environments, where the sharing pays: another interpreter (the project's
 own venv) keeps torch's default build, because a changed compiler line makes ninja rebuild ops
 already compiled there, and other checkouts sharing that cache would rebuild them back.
@@ -58,5 +64,6 @@ def worker_env(python: str) -> dict[str, str]:
     executable = ccache()
     if executable is None or os.environ.get("CXX") or not host.is_rssprobe_env(python):
         return {}
-    return {"CXX": str(wrapper(executable)), "CCACHE_DIR": str(layout.ccache_dir() / "cache"),
-            "CCACHE_BASEDIR": str(layout.envs_root().absolute()), "CCACHE_NOHASHDIR": "1"}
+    return {"CXX": str(wrapper(executable)), "TORCH_NO_COMPILER_WRAPPER": "1",
+            "CCACHE_DIR": str(layout.ccache_dir() / "cache"), "CCACHE_BASEDIR": str(layout.envs_root().absolute()),
+            "CCACHE_NOHASHDIR": "1"}
