@@ -342,7 +342,8 @@ def write(plan_path: Path, runs: Path, out: Path) -> Path:
                   + ". They run with `rssprobe matrix --plan " + str(plan_path) + f" --out {runs}"
                   + (" --optional" if optional else "") + "` (finished cells are reused), then the report command.", ""]
     lines += ["## #7693's claims, one table each", "",
-              "Measured on the baseline runs of each configuration (mean ± sd over the repeats). A claim is "
+              "Measured on the baseline runs of each configuration (mean ± sd over the repeats; with several "
+              "ranks, rank 0's partitioned buffers and code sites per parameter of its partition). A claim is "
               f"reproduced when the mean lies within {stats.THRESHOLD} B/param of the claimed figure (or two standard "
               "deviations of the repeats, if wider).", ""]
     results: dict[str, list[str]] = {}
@@ -367,7 +368,9 @@ def write(plan_path: Path, runs: Path, out: Path) -> Path:
     lines += _table(["configuration", "float-scale", "malloc-trim"], fires)
     lines += ["Its effect against the baseline of the same configuration: difference of the means, 95% Welch "
               "interval, one-sided exact permutation p in the direction of the change, and the verdict "
-              f"(a change counts if ≥ {stats.THRESHOLD} B/param and p ≤ {stats.ALPHA}).", ""]
+              f"(a change counts if ≥ {stats.THRESHOLD} B/param and p ≤ {stats.ALPHA}; the figures that are not "
+              "low-noise are marked informative, as the gate marks them). With several ranks these are rank 0's "
+              "figures per parameter of the whole model.", ""]
     lines += _table(["configuration", "figure", "baseline", "pr8132", "difference", "95% interval", "p", "verdict"],
                     effects)
     if pr_data:
