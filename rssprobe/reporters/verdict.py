@@ -43,6 +43,7 @@ PR_FIGURES = {"steady.rss": "steady RSS", "peak": "peak RSS", "budget.rss_above_
               "budget.rss_after_trim_above_baseline": "RSS after a final trim", "budget.live": "live buffers",
               "part.glibc_free_resident": "glibc free, resident"}
 PARTS = ("pr8132.float-scale", "pr8132.malloc-trim")
+LIMIT = 6.0  # B/param either side of 0 in the PR #8132 chart
 
 
 @dataclass
@@ -226,18 +227,20 @@ def claims_chart(plan_claims: list[Claim], all_configs: list[Config], path: Path
                 sds.append(sd or 0.0)
         ax.errorbar(means, range(len(means)), xerr=sds, fmt="o", color="tab:blue", label="measured")
         ax.axvline(claim.claimed, color="tab:red", linestyle="--", label=f"claimed {claim.claimed:g}")
+        ax.set_xlim(min([*means, claim.claimed]) - 1, max([*means, claim.claimed]) + 1)
+        ax.ticklabel_format(axis="x", useOffset=False)
         ax.set_yticks(range(len(labels)), labels, fontsize=6)
         ax.set_title(claim.what, fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
         ax.legend(fontsize=6, loc="lower right")
     axes[-1, 0].set_xlabel("bytes per parameter")
     fig.tight_layout()
+    fig.subplots_adjust(left=0.3)  # room for the longest configuration label
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def pr_chart(data: dict[str, dict[str, Any]], path: Path) -> None:
-    metrics = list(PR_FIGURES)
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(data) * 2 + 1.5))
     y = 0
     ticks, labels = [], []
@@ -251,8 +254,9 @@ def pr_chart(data: dict[str, dict[str, Any]], path: Path) -> None:
                 labels.append(f"{config}: {PR_FIGURES[metric]}")
                 y += 1
     ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_xlim(-LIMIT, LIMIT)  # an interval of 2 vs 2 runs is wider: the table has it
     ax.set_yticks(ticks, labels, fontsize=6)
-    ax.set_xlabel(f"PR #8132 minus baseline, bytes per parameter (95% interval); figures: {', '.join(metrics[:1])}...")
+    ax.set_xlabel(f"PR #8132 minus baseline, bytes per parameter, 95% interval (axis cut at ±{LIMIT:g})")
     ax.set_title("PR #8132's effect per configuration", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
