@@ -85,6 +85,8 @@ def value(summary: dict[str, Any], metric: str) -> float | None:
         roles = [value(summary, m) for m in metrics if m.startswith("role.")]
         return sum(r for r in roles if r is not None) if roles else None
     raw = metrics.get(metric)
+    if raw is None and metric.startswith("role.") and "budget.live" in metrics:
+        return 0.0  # the census ran and found no buffer of this role (e.g. h2d_staging before DeepSpeed 0.17.0)
     if raw is None:
         return None
     partitioned = metric.startswith("site.") or metric.removeprefix("role.") in partitioned_roles()
@@ -140,7 +142,7 @@ def claim_rows(claim: Claim, all_configs: list[Config]) -> tuple[list[list[str]]
             verdict = verdicts.claim(claim.claimed, mean, sd, stats.THRESHOLD)
             measured = _fmt(mean, sd, len(samples) if samples else None)
         if verdict != "not run":
-            seen.append(verdict)
+            seen.append(f"{verdict}\t{config.label}")
         rows.append([config.label, _versions(config), cell.allocator, str(cell.ranks), measured, verdict])
     return rows, seen
 
@@ -289,12 +291,15 @@ def paragraph(plan_claims: list[Claim], results: dict[str, list[str]], pr_data: 
               fires: list[list[str]], n_configs: int) -> str:
     """The paragraph for #7693, from the verdicts and effects computed above."""
     def summary(claim: Claim) -> str:
-        seen = results.get(claim.what, [])
-        if not seen:
+        pairs = [item.split("\t") for item in results.get(claim.what, [])]
+        words = [v for v, _label in pairs]
+        if not words:
             return "not run"
-        if len(set(seen)) == 1:
-            return seen[0]
-        return ", ".join(f"{v} in {seen.count(v)}" for v in dict.fromkeys(seen))
+        if len(set(words)) == 1:
+            return words[0]
+        common = max(set(words), key=words.count)
+        rest = [f"{v} in {label}" for v, label in pairs if v != common]
+        return f"{common} in {words.count(common)} of {len(words)} configurations; " + "; ".join(rest)
     lines = [f"* {c.what}, claimed {c.claimed:g} B/param: **{summary(c)}**" for c in plan_claims]
     base = pr_data.get("base", {})
     trim = base.get("budget.rss_after_trim_above_baseline")
@@ -340,6 +345,10 @@ def write(plan_path: Path, runs: Path, out: Path) -> Path:
     not_run = [c for c in all_configs if not c.sides]
     lines += [f"Wall time of the plan on this machine: **{cells_s / 60:.1f} min** for {len(ran)} configurations "
               f"(runs alone {runs_s / 60:.1f} min; the rest is building environments). ", ""]
+    failed = [f"{c.label} [{patch}] {s['run']}: {s['status']} ({s.get('error')})" for c in all_configs
+              for patch, side in c.sides.items() for s in side.failed]
+    if failed:
+        lines += ["Runs that did not end ok (kept out of every figure): " + "; ".join(failed) + ".", ""]
     if not_run:
         optional = any(c.first.optional for c in not_run)
         lines += ["Not run: " + ", ".join(f"{c.label}" + (" (optional)" if c.first.optional else "") for c in not_run)
