@@ -10,7 +10,11 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.rssprobe-installed-torch-$(TORCH)
 DEMO    = reports/demo
 
-.PHONY: install demo test bench gate-check lint clean gpu-check
+PLAN    = reports/issue7693/plan.toml
+PLANRUNS = reports/matrix/issue7693
+VERDICT_DEBS = libjemalloc2 libtcmalloc-minimal4 ccache
+
+.PHONY: install demo test bench gate-check lint clean gpu-check verdict
 
 install: $(STAMP)
 
@@ -36,6 +40,18 @@ test: install
 # On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
 gpu-check:
 	PYTHON=$(PYTHON) bash tests/gpu/check.sh
+
+# The #7693 / PR #8132 verdict: the plan's runs (resumable; add OPTIONAL=1 for the GB-sized axes), then the
+# report. The allocator axis needs jemalloc and tcmalloc; ccache makes each new DeepSpeed env compile less.
+verdict: install
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y --no-install-recommends $(VERDICT_DEBS) >/dev/null || \
+		{ apt-get update -qq && apt-get install -y --no-install-recommends $(VERDICT_DEBS) >/dev/null; }; \
+	else \
+		for p in $(VERDICT_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo "verdict: install $$p (apt-get install $$p)"; done; \
+	fi
+	$(BIN)/rssprobe matrix --plan $(PLAN) --out $(PLANRUNS) $(if $(OPTIONAL),--optional)
+	$(BIN)/python -m rssprobe.reporters.verdict $(PLAN) --runs $(PLANRUNS) --out reports/issue7693-verdict.md
 
 bench: install
 	$(BIN)/python -m rssprobe.bench

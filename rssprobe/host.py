@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .layout import cache_root
+from .layout import ENV_OPS, cache_root, envs_root
 
 
 def cpu_model() -> str:
@@ -41,10 +41,21 @@ def ops_cache_dir(python: str, torch_version: str, deepspeed_version: str) -> Pa
 
     Keyed by the environment too: DeepSpeed's build files name the absolute path of its
     installed sources, so two environments sharing a directory would rebuild each other's ops.
+    An rssprobe environment keeps its ops inside itself, so that the path from the build
+    directory to the environment's sources is the same in every environment: the compiler
+    cache (compilecache.py) then sees the same relative paths and reuses the compiled objects.
     """
-    prefix = str(Path(python).absolute().parent.parent)
-    env = hashlib.sha1(prefix.encode()).hexdigest()[:8]
-    return cache_root() / "torch_extensions" / f"torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}-env{env}"
+    prefix = Path(python).absolute().parent.parent
+    name = f"torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}"
+    if is_rssprobe_env(python):
+        return prefix / ENV_OPS / name
+    env = hashlib.sha1(str(prefix).encode()).hexdigest()[:8]
+    return cache_root() / "torch_extensions" / f"{name}-env{env}"
+
+
+def is_rssprobe_env(python: str) -> bool:
+    """Whether `python` is the interpreter of an environment rssprobe made (under the envs root)."""
+    return Path(python).absolute().parent.parent.parent == envs_root().absolute()
 
 
 def package_version(name: str, python: str | None = None) -> str | None:

@@ -21,7 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host, layout, lifeline, liveness, nodewatch, opcache, overlay, preflight, sites_config, storage
+from . import (
+    compilecache,
+    host,
+    layout,
+    lifeline,
+    liveness,
+    nodewatch,
+    opcache,
+    overlay,
+    preflight,
+    sites_config,
+    storage,
+)
 from .errors import UserError
 from .scenario import Scenario
 
@@ -76,6 +88,7 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
     library = host.allocator_library(req.allocator)
     if library:
         env["LD_PRELOAD"] = library
+    env.update(compilecache.worker_env(req.python))
     env.update(req.malloc_env)
     return env
 
@@ -173,6 +186,7 @@ def prepare(req: RunRequest) -> Prepared:
         "allocator": req.allocator, "ld_preload": env.get("LD_PRELOAD"), "malloc_env": req.malloc_env,
         "patches": req.patches, "patch_files": patch_records,
         "torch_extensions_dir": env["TORCH_EXTENSIONS_DIR"], "memray": req.memray,
+        "compiler_cache": env.get("CCACHE_DIR"),
     })
     return Prepared(req, run_dir, env)
 

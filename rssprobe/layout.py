@@ -109,6 +109,14 @@ def scale_group(params: int) -> str:
     return f"params-{params}"
 
 
+def ccache_dir() -> Path:
+    """The compiler cache shared by every environment's op builds (compilecache.py)."""
+    return cache_root() / "ccache"
+
+
+ENV_OPS = "torch_extensions"  # an environment's own compiled-ops directory, inside the environment
+
+
 def envs_root() -> Path:
     return _root("RSSPROBE_ENVS", str(cache_root() / "envs"))
 

@@ -77,3 +77,23 @@ def overall(verdicts: list[str], problems: bool = False) -> str:
     if "improvement" in verdicts:
         return "improvement"
     return "pass"
+
+
+# ---- a published claim (bytes per parameter) against what was measured ------------------------
+
+Claim = Literal["reproduced", "not reproduced", "cannot be measured on the CPU accelerator", "not run"]
+CLAIM_VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "cannot be measured on the CPU accelerator",
+                                   "not run")
+
+
+def claim_tolerance(sd: float | None, threshold: float) -> float:
+    """How far a measurement may sit from the claimed figure and still reproduce it: the practical
+    threshold of every comparison (B/param), or two standard deviations of the repeats if wider."""
+    return max(threshold, 2 * sd) if sd is not None else threshold
+
+
+def claim(claimed: float, measured: float | None, sd: float | None, threshold: float) -> Claim:
+    """reproduced when the mean lies within the tolerance of the claimed figure, else not reproduced."""
+    if measured is None:
+        return "not run"
+    return "reproduced" if abs(measured - claimed) <= claim_tolerance(sd, threshold) else "not reproduced"

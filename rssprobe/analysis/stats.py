@@ -149,3 +149,13 @@ def slope_interval(x: list[float], y: list[float], confidence: float = 0.95) -> 
         return Estimate(float(fit.slope), None, None, len(x), confidence)
     half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 2)) * float(fit.stderr)
     return Estimate(float(fit.slope), float(fit.slope) - half, float(fit.slope) + half, len(x), confidence)
+
+
+def interval(a: list[float], b: list[float], level: float = 0.95) -> float | None:
+    """Half-width of a Welch t interval for mean(b) - mean(a); None with fewer than 2 repeats a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if np.var(a) == 0 and np.var(b) == 0:  # identical repeats (census figures): the difference is exact
+        return 0.0
+    ci = stats.ttest_ind(b, a, equal_var=False).confidence_interval(level)
+    return float(ci.high - ci.low) / 2

@@ -8,13 +8,16 @@ from pathlib import Path
 import click
 
 from .. import envs, groups
-from ..matrix import workflow
+from ..matrix import plan, planrun, workflow
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, scenario_sets
 
 
 @click.command("matrix")
-@click.argument("scenario_ref", metavar="SCENARIO")
+@click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
+@click.option("--plan", "plan_file", type=click.Path(path_type=Path),
+              help="A run plan (TOML): a base and axes varied one at a time from it (instead of SCENARIO).")
+@click.option("--optional", "with_optional", is_flag=True, help="With --plan: run the axes marked optional too.")
 @click.option("--torch", "torch_versions", multiple=True, metavar="V[,V...]",
               help="torch versions (default: the worker Python's own).")
 @click.option("--deepspeed", "ds_versions", multiple=True, metavar="V[,V...]",
@@ -32,12 +35,23 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @malloc_env_option("glibc knob for every run (default MALLOC_MMAP_THRESHOLD_=65536: a fixed mmap threshold).")
 @pip_flags
 @format_option()
-def command(scenario_ref: str, torch_versions: tuple[str, ...], ds_versions: tuple[str, ...],
+def command(scenario_ref: str | None, plan_file: Path | None, with_optional: bool, torch_versions: tuple[str, ...],
+            ds_versions: tuple[str, ...],
             patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int, steps: int | None,
             overrides: tuple[str, ...], out: Path | None, dry_run: bool, retry_failed: bool, fresh: bool,
             python: str | None, malloc_env: tuple[str, ...], find_links: tuple[str, ...], index_url: str | None,
             fmt: str) -> None:
-    """Run SCENARIO over the cartesian product of versions, patches and allocators; one table at the end."""
+    """Run SCENARIO over the cartesian product of versions, patches and allocators; one table at the end.
+
+    With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/matrix/plan.py)."""
+    if plan_file is not None:
+        if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python:
+            raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
+                                   "--out, --dry-run, --optional, --retry-failed, --fresh, --format and pip options")
+        sys.exit(planrun.run(plan.load(plan_file), out, with_optional, dry_run, retry_failed, fresh,
+                             envs.pip_options(find_links, index_url), fmt))
+    if scenario_ref is None:
+        raise click.UsageError("give SCENARIO or --plan FILE")
     sys.exit(workflow.run(workflow.MatrixRequest(
         scenario_ref=scenario_ref, sets=common_args.sets_of(overrides, steps), torch=list(torch_versions),
         deepspeed=list(ds_versions), patches=list(patches), allocators=list(allocators), repeat=repeat, out=out,
