@@ -74,8 +74,8 @@ def pairs(steps: list[dict]) -> tuple[list[float], list[float]]:
 
 @click.command()
 @click.option("--scenario", "scenario_ref", default="default")
-@click.option("--repeat", default=2, show_default=True, help="Runs (each alternates probes on and off).")
-@click.option("--steps", default=101, show_default=True, help="Steps per run: (steps - 1) // 2 pairs after step 2.")
+@click.option("--repeat", default=1, show_default=True, help="Runs (each alternates probes on and off).")
+@click.option("--steps", default=401, show_default=True, help="Steps per run: (steps - 1) // 2 pairs after step 2.")
 def main(scenario_ref: str, repeat: int, steps: int) -> None:
     scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE])
     on: list[float] = []

@@ -48,10 +48,11 @@ def rss_and_hwm() -> tuple[int, int]:
 
 
 def rusage_max_rss() -> int:
-    """getrusage's ru_maxrss in bytes: max(the peak the process inherited at exec, VmHWM), ~1 us where a
-    status read is ~9 us. The kernel's VmHWM (hiwater_rss, which clear_refs resets) is the same counter;
-    the inherited part (the forking parent's RSS, fixed after exec) is why PeakTracker guards its use."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """getrusage's ru_maxrss in bytes: VmHWM (the mm's hiwater_rss, which clear_refs resets), or, on kernels
+    that fold it in, the peak inherited at exec if higher; PeakTracker guards against that part.
+    RUSAGE_THREAD: ~4 us in a training process, where RUSAGE_SELF (it sums every thread's CPU time, and
+    torch runs one per core) took ~68 us and a /proc/self/status read ~31 us (measured, README)."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_maxrss * 1024
 
 
 def hwm_bytes() -> int:
