@@ -143,3 +143,32 @@ def test_parts_add_up_to_the_rss_above_baseline(held_run: dict[str, Any], base: 
             assert not b["memmap_notes"], b["memmap_notes"]
         assert "budget.not_attributed" in s["metrics"]
         assert any(k.startswith("part.") for k in s["metrics"])
+
+
+def test_imports_after_the_baseline_are_counted_by_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known answer: a package of four modules imported after `seen`; torch's subpackages are named apart."""
+    from rssprobe.worker import census
+
+    pkg = tmp_path / "rssprobe_known_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for f in ("__init__.py", "a.py", "sub/__init__.py", "sub/x.py"):
+        (pkg / f).write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = set(sys.modules)
+    import rssprobe_known_pkg.a
+    import rssprobe_known_pkg.sub  # noqa: F401
+
+    got = census.imported_since(seen)
+    assert got == {"total": 4, "rssprobe_known_pkg": 4}
+    assert census._package("torch._inductor.codegen.cpp") == "torch._inductor"
+    assert census._package("sympy.polys.rings") == "sympy"
+    assert census.imported_since(seen) == {"total": 0}  # `seen` now has them
+
+
+def test_imports_after_the_baseline_agree_with_the_module_count(base: dict[str, Any]) -> None:
+    """Two independent counts of one thing: the set difference of module names and the change in len(sys.modules)."""
+    for b in base["budgets"]:
+        imported = b["imported_since_baseline"]
+        assert imported is not None and imported["total"] == b["python_modules_added"], b["at"]
+        assert sum(n for k, n in imported.items() if k != "total") == imported["total"]

@@ -132,6 +132,7 @@ class Summary:
             "estimator_bytes_per_param": self.bpp(self.estimator),
         }
         out.update(parts)
+        out["imported_since_baseline"] = self.imported_since_baseline(at)
         out.update(host_device_split(census, base_census, self.bpp))  # pinned/pageable; device apart
         trim = self._first("trim_at_end")
         if at == "end" and trim is not None:
@@ -142,6 +143,20 @@ class Summary:
                 else self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
             out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
         return out
+
+    def imported_since_baseline(self, at: str) -> dict[str, int] | None:
+        """Modules imported between the pre-model census and census `at`, by package ("total": their number;
+        None in runs made before censuses recorded it). Their objects are a fixed cost, not per parameter."""
+        out: dict[str, int] = {}
+        for event in self.by_kind.get("census", []):
+            if event["at"] != "pre_model":
+                if event.get("imported") is None:
+                    return None
+                for package, n in event["imported"].items():
+                    out[package] = out.get(package, 0) + n
+            if event["at"] == at:
+                break
+        return dict(sorted(out.items(), key=lambda kv: (kv[0] != "total", kv[0] == "other", -kv[1])))
 
     def _parts(self, census: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
         """RSS above the pre-model baseline, named part by part (memory-map partition).

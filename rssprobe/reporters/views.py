@@ -141,6 +141,12 @@ def budget_table(s: dict[str, Any]) -> Table | None:
     notes = sorted({n for b in budgets for n in b.get("memmap_notes", [])})
     if notes:
         t.note += " Not told apart: " + "; ".join(notes) + "."
+    imported = budgets[-1].get("imported_since_baseline")
+    if imported and imported.get("total"):
+        packages = ", ".join(f"{name} {n:,}" for name, n in imported.items() if name != "total")
+        t.note += (f" Imported after the baseline (by {budgets[-1]['at']}): {imported['total']:,} modules "
+                   f"({packages}); their code objects and data are a fixed cost in python objects and glibc "
+                   "in use, not a per-parameter one (rssprobe scale tells the two apart).")
     return t
 
 

@@ -47,6 +47,7 @@ class Worker:
         self.ctx = Context(run_dir=str(run_dir))
         self.torch: Any = None
         self.engine: Any = None
+        self.modules_seen: set[str] | None = None  # sys.modules at the previous census
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
 
     def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
@@ -70,7 +71,11 @@ class Worker:
             found, storages = census.take(zero_opt, self.torch, self.scenario["zero"]["stage"])
             parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR")) \
                 if probes["memmap"] else None
-            self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, **found)
+            if self.modules_seen is None:  # the first census: everything imported so far is the baseline's
+                self.modules_seen, imported = set(sys.modules), None
+            else:
+                imported = census.imported_since(self.modules_seen)
+            self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, imported=imported, **found)
 
     def run(self) -> None:
         self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)

@@ -145,6 +145,33 @@ def take(zero_optimizer: Any, torch_module: Any, stage: int = 2) -> tuple[dict[s
     return out, list(storages)
 
 
+# Packages whose subpackages are named apart when imports are counted (torch._inductor, not torch).
+SPLIT_PACKAGES = frozenset({"torch", "deepspeed"})
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] in SPLIT_PACKAGES else parts[0]
+
+
+def imported_since(seen: set[str], top: int = 12) -> dict[str, int]:
+    """Modules imported since `seen` (which is updated), counted by top-level package (torch's and DeepSpeed's
+    by subpackage), the largest first and the rest summed as "other"; "total" is their number. A library that imports hundreds of
+    modules during initialize (DeepSpeed 0.19.8 pulls in torch._inductor, sympy and networkx there) adds a
+    fixed cost in python objects and glibc in use that no parameter count explains: this names it."""
+    new = set(sys.modules) - seen
+    seen.update(new)
+    counts: dict[str, int] = {}
+    for name in new:
+        package = _package(name)
+        counts[package] = counts.get(package, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:top])
+    if len(ranked) > top:
+        out["other"] = sum(n for _, n in ranked[top:])
+    return {"total": len(new), **out}
+
+
 def _device_roles(on_device: dict[tuple[str, int, int], str]) -> dict[str, Any]:
     """Device storages by role (bytes allocated: residency means nothing there), apart from the host."""
     roles: dict[str, dict[str, int]] = {}
