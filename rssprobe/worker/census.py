@@ -156,9 +156,9 @@ def _package(module: str) -> str:
 
 def imported_since(seen: set[str], top: int = 12) -> dict[str, int]:
     """Modules imported since `seen` (which is updated), counted by top-level package (torch's and DeepSpeed's
-    by subpackage), the largest first and the rest summed as "other"; "total" is their number. A library that imports hundreds of
-    modules during initialize (DeepSpeed 0.19.8 pulls in torch._inductor, sympy and networkx there) adds a
-    fixed cost in python objects and glibc in use that no parameter count explains: this names it."""
+    by subpackage), the largest first and the rest summed as "other"; "total" is their number. A library that
+    imports hundreds of modules during initialize (DeepSpeed 0.19.8 pulls in torch._inductor, sympy and
+    networkx there) adds a fixed cost in python objects and glibc in use that no parameter count explains."""
     new = set(sys.modules) - seen
     seen.update(new)
     counts: dict[str, int] = {}
