@@ -86,6 +86,15 @@ def test_events_are_recorded_per_occurrence_with_their_sites(control: dict[str, 
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["step5"]
 
 
+def _assert_slope_apart(run: dict[str, Any], control: dict[str, Any], expected: float) -> float:
+    """The run's anonymous growth slope exceeds the control's by `expected` B/param per step, within the read
+    noise of both slopes plus both t intervals' half-widths (returned)."""
+    g, g0 = run["growth"]["anon_bytes_per_param_per_step"], control["growth"]["anon_bytes_per_param_per_step"]
+    tolerance = bound(2 * SLOPE_READS, control["params"]) + _half(g) + _half(g0)
+    assert g["value"] - g0["value"] == pytest.approx(expected, abs=tolerance)
+    return tolerance
+
+
 def test_per_save_figure_and_growth_slope_show_a_leak_per_save(control: dict[str, Any],
                                                               injected: dict[str, Any]) -> None:
     params = control["params"]
@@ -95,9 +104,7 @@ def test_per_save_figure_and_growth_slope_show_a_leak_per_save(control: dict[str
     # each occurrence's figure is 2 reads; a mean of them is off by at most 2 reads; two runs: 4 reads
     assert got - ref == pytest.approx(N, abs=bound(4, params))
     # the slope includes what the saves leave behind: N per save, a save every EVERY_SAVE steps
-    g, g0 = injected["growth"]["anon_bytes_per_param_per_step"], control["growth"]["anon_bytes_per_param_per_step"]
-    tolerance = bound(2 * SLOPE_READS, params) + _half(g) + _half(g0)
-    assert g["value"] - g0["value"] == pytest.approx(N / EVERY_SAVE, abs=tolerance)
+    tolerance = _assert_slope_apart(injected, control, N / EVERY_SAVE)
     assert tolerance < N / EVERY_SAVE / 2  # the interval is informative: it excludes no growth
 
 
@@ -127,6 +134,4 @@ def test_kept_engine_shows_the_full_engine_cost_per_reinit(control: dict[str, An
     got = kept["events"]["reinit"]["anon_retained_bytes_per_param"]["value"]
     ref = control["events"]["reinit"]["anon_retained_bytes_per_param"]["value"]
     assert got - ref == pytest.approx(engine, abs=bound(4, params))
-    g, g0 = kept["growth"]["anon_bytes_per_param_per_step"], control["growth"]["anon_bytes_per_param_per_step"]
-    tolerance = bound(2 * SLOPE_READS, params) + _half(g) + _half(g0)
-    assert g["value"] - g0["value"] == pytest.approx(engine / EVERY_REINIT, abs=tolerance)
+    _assert_slope_apart(kept, control, engine / EVERY_REINIT)

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .. import host, layout
 from ..errors import UserError, from_validation
+from ..rundata import read_text
 
 AXES = ("torch", "deepspeed", "allocator", "ranks")
 MALLOC_KNOBS = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
@@ -199,14 +200,9 @@ def expand(plan: Plan) -> list[PlanCell]:
 def load(path: Path) -> LoadedPlan:
     """Read and validate a plan file; anything wrong is one line naming the file, the key and the reason."""
     label = str(path)
+    text = read_text(path)  # missing, a directory, not UTF-8: one line naming the file
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{label}: no such plan file") from None
-    except IsADirectoryError:
-        raise UserError(f"{label}: is a directory, not a plan file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{label}: not UTF-8 text") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{label}: not valid TOML ({e})") from None
     try:
