@@ -99,6 +99,24 @@ def test_axes_vary_one_at_a_time() -> None:
     assert cell.deepspeed == "0.17.0" and cell.torch is None
 
 
+def test_optional_values_are_picked_one_by_one(tmp_path: Path) -> None:
+    """--optional alone selects every optional value; --optional AXIS=VALUE only that one; an unknown one is
+    one line naming what the plan offers (exit 2), before anything runs."""
+    text = GOOD.replace('values = ["glibc+MALLOC_ARENA_MAX=2"]', 'values = ["glibc+MALLOC_ARENA_MAX=2"]\n'
+                        'optional_values = ["jemalloc", "tcmalloc"]')
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    loaded = planmod.load(path)
+    values = lambda cells: sorted(c.value for c in cells)  # noqa: E731
+    assert values(loaded.selected()) == ["base", "glibc+MALLOC_ARENA_MAX=2"]
+    assert values(loaded.selected(frozenset({"all"}))) == ["base", "glibc+MALLOC_ARENA_MAX=2", "jemalloc", "tcmalloc"]
+    assert values(loaded.selected(frozenset({"allocator=tcmalloc"}))) == ["base", "glibc+MALLOC_ARENA_MAX=2",
+                                                                           "tcmalloc"]
+    proc = rssprobe("matrix", "--plan", str(path), "--optional", "allocator=mimalloc", "--dry-run")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "allocator=mimalloc" in proc.stderr and "allocator=jemalloc, allocator=tcmalloc" in proc.stderr
+
+
 def test_allocator_values_parse() -> None:
     assert planmod.parse_allocator("glibc+MALLOC_ARENA_MAX=2+MALLOC_MMAP_THRESHOLD_=65536") == (
         "glibc", {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "65536"})

@@ -17,7 +17,9 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
 @click.option("--plan", "plan_file", type=click.Path(path_type=Path),
               help="A run plan (TOML): a base and axes varied one at a time from it (instead of SCENARIO).")
-@click.option("--optional", "with_optional", is_flag=True, help="With --plan: run the axes marked optional too.")
+@click.option("--optional", "with_optional", multiple=True, is_flag=False, flag_value="all", metavar="[AXIS=VALUE]",
+              help="With --plan: run the values marked optional too (alone: all of them; AXIS=VALUE: that one, "
+                   "repeatable).")
 @click.option("--torch", "torch_versions", multiple=True, metavar="V[,V...]",
               help="torch versions (default: the worker Python's own).")
 @click.option("--deepspeed", "ds_versions", multiple=True, metavar="V[,V...]",
@@ -35,8 +37,8 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @malloc_env_option("glibc knob for every run (default MALLOC_MMAP_THRESHOLD_=65536: a fixed mmap threshold).")
 @pip_flags
 @format_option()
-def command(scenario_ref: str | None, plan_file: Path | None, with_optional: bool, torch_versions: tuple[str, ...],
-            ds_versions: tuple[str, ...],
+def command(scenario_ref: str | None, plan_file: Path | None, with_optional: tuple[str, ...],
+            torch_versions: tuple[str, ...], ds_versions: tuple[str, ...],
             patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int, steps: int | None,
             overrides: tuple[str, ...], out: Path | None, dry_run: bool, retry_failed: bool, fresh: bool,
             python: str | None, malloc_env: tuple[str, ...], find_links: tuple[str, ...], index_url: str | None,
@@ -48,7 +50,7 @@ def command(scenario_ref: str | None, plan_file: Path | None, with_optional: boo
         if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python:
             raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
                                    "--out, --dry-run, --optional, --retry-failed, --fresh, --format and pip options")
-        sys.exit(planrun.run(plan.load(plan_file), out, with_optional, dry_run, retry_failed, fresh,
+        sys.exit(planrun.run(plan.load(plan_file), out, frozenset(with_optional), dry_run, retry_failed, fresh,
                              envs.pip_options(find_links, index_url), fmt))
     if scenario_ref is None:
         raise click.UsageError("give SCENARIO or --plan FILE")

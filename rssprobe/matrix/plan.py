@@ -165,8 +165,14 @@ class LoadedPlan:
     plan: Plan
     cells: list[PlanCell] = field(default_factory=list)
 
-    def selected(self, optional: bool) -> list[PlanCell]:
-        return [c for c in self.cells if optional or not c.optional]
+    def selected(self, optional: frozenset[str] = frozenset()) -> list[PlanCell]:
+        """The cells to run: every non-optional one, and the optional ones asked for ("all", or "AXIS=VALUE")."""
+        offered = {f"{c.axis}={c.value}" for c in self.cells if c.optional}
+        unknown = sorted(optional - offered - {"all"})
+        if unknown:
+            raise UserError(f"{self.path}: --optional {', '.join(unknown)}: not an optional value of this plan "
+                            f"(it has: {', '.join(sorted(offered)) or 'none'})")
+        return [c for c in self.cells if not c.optional or "all" in optional or f"{c.axis}={c.value}" in optional]
 
     def definition(self) -> dict[str, Any]:
         """What makes two plan files the same plan for resuming (claims and notes may change)."""

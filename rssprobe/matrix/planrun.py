@@ -78,7 +78,7 @@ class PlanProgress:
         self.progress.stop()
 
 
-def run(loaded: LoadedPlan, out: Path | None, optional: bool, dry_run: bool, retry_failed: bool, fresh: bool,
+def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run: bool, retry_failed: bool, fresh: bool,
         pip: tuple[str, ...], fmt: str) -> int:
     """Run (or list) the plan; 0 all done, 1 a cell failed, 130 interrupted."""
     settings = loaded.plan.plan
