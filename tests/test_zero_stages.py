@@ -160,6 +160,10 @@ def test_stage3_counts_parameters_left_gathered(stage3: Path, shown: dict[int, d
         assert (c["of_tensors"], c["of_params"]) == (8, P), point
     assert "ZeRO-3 gathered parameters" in rssprobe("show", str(stage3), "--format", "csv", check=True).stdout
     assert shown[1]["zero3_gathered"] is None  # nothing is gathered below stage 3
+    # as gate-able figures: the 16-bit weights left gathered, bytes per parameter (a count: exact)
+    assert shown[3]["metrics"]["zero3.gathered_after_backward"] == 0.0
+    assert shown[3]["metrics"]["zero3.gathered_after_step"] == 0.0
+    assert not any(k.startswith("zero3.") for k in shown[1]["metrics"])
 
 
 @pytest.mark.parametrize("mode", ["reentrant", "non_reentrant"])

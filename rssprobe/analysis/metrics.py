@@ -23,7 +23,7 @@ BUDGET = ("live", "rss_above_baseline", "unexplained", "glibc_free_retained", "n
           "malloc_trim_released", "rss_after_trim_above_baseline")
 SITE_PHASES = ("init", "first_step", "steady")
 # figures that exact (census) or near exact (RSS after a final malloc_trim) across identical runs
-EXACT = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*")
+EXACT = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*", "zero3.*")
 
 
 def known(scenario: Scenario) -> list[str]:
@@ -31,6 +31,8 @@ def known(scenario: Scenario) -> list[str]:
     names = [f"{p}.{f}" for p in POINTS for f in POINT_FIGURES] + ["peak"] + [f"budget.{b}" for b in BUDGET]
     names += [f"role.{name}" for name in role_names(scenario.zero.stage)] + ["role.other"]
     names += [part_key(part) for part in memmap.PARTS]
+    if scenario.zero.stage == 3:
+        names += ["zero3.gathered_after_backward", "zero3.gathered_after_step"]
     if scenario.world_size > 1:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
     names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)

@@ -21,6 +21,7 @@ from . import inrun
 from .hostsplit import split as host_device_split
 
 SITE_PHASES = ("init", "first_step", "steady")
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}  # a scenario precision's bytes per element
 
 
 def _free(mi: dict[str, int] | None) -> int | None:
@@ -256,6 +257,7 @@ class Summary:
                     out[part_key(name)] = part["bytes_per_param"]
             if budget.get("not_attributed_bytes_per_param") is not None:
                 out["budget.not_attributed"] = budget["not_attributed_bytes_per_param"]
+        out.update(self.zero3_gathered_metrics())
         node = self.node() if self.rank == 0 else None
         for point, figures in (node or {}).get("points", {}).items():
             for key in ("rss", "pss"):
@@ -290,6 +292,19 @@ class Summary:
                         points[f"{name}.{at}"] = {**counts, "fraction": counts["params"] / counts["of_params"]
                                                   if counts["of_params"] else None}
         return points or None
+
+    def zero3_gathered_metrics(self) -> dict[str, float]:
+        """ZeRO-3: the 16-bit weights left gathered in the last step, bytes per parameter of the model (gathered
+        parameters x element size / parameters). A count, not an RSS reading: identical across repeats, so the
+        gate decides on it at once (a release that stops releasing, DeepSpeed #7116, moves it)."""
+        last = (self.steps[-1].get("gathered") or {}) if self.steps else {}
+        size = ELEMENT_BYTES.get((self.manifest.get("scenario") or {}).get("precision", "bf16"), 2)
+        out = {}
+        for at in ("after_backward", "after_step"):
+            counts = last.get(at)
+            if counts and counts.get("of_params"):
+                out[f"zero3.gathered_{at}"] = counts["params"] * size / counts["of_params"]
+        return out
 
     # ---- in-run events and growth (rssprobe.analysis.inrun) -----------------------------
     def inrun_events(self) -> dict[str, dict[str, Any]]:

@@ -70,7 +70,8 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
     columns = ["figure", "A", "B", "B - A", "p", "verdict"]
     comps = r["comparisons"]
     out.append(_rows(Table("Phases and budget (bytes per parameter)", columns), comps.get("phases", [])))
-    out.append(_rows(Table("Live-buffer roles (bytes per parameter)", columns), comps.get("roles", [])))
+    out.append(_rows(Table("Live-buffer roles, ZeRO-3 gathered weights (bytes per parameter)", columns),
+                     comps.get("roles", [])))
     if comps.get("node"):
         out.append(_rows(Table("The node: every rank summed, absolute (bytes per parameter of the model)", columns),
                          comps["node"]))
