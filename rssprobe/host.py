@@ -164,3 +164,22 @@ def find_library(filename: str) -> str | None:
         if path.is_file() and (mine is None or _elf_kind(path) == mine):
             return str(path)
     return None
+
+
+SHM_DIR = Path("/dev/shm")
+
+
+def remove_deepspeed_shm(port: str) -> dict[str, Any]:
+    """Remove the shared-memory buffers DeepSpeed's CPU shm_comm made for a run on `port` (named
+    deepspeed_allreduce_buffer_<i>_<addr>_<port>_<rank>): DeepSpeed never unlinks them, so each run would leave
+    one (66 MiB here) in /dev/shm, which is RAM, until the machine reboots. Only after the run's processes ended."""
+    removed = {"port": int(port), "files": 0, "bytes": 0}
+    for path in SHM_DIR.glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except OSError:
+            continue
+        removed["files"] += 1
+        removed["bytes"] += size
+    return removed

@@ -82,9 +82,9 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
     # ranks on this node, as DeepSpeed's own launcher exports it: without it DeepSpeed 0.15.x's CPU accelerator
     # counts devices by running `numactl` (often absent); torchrun passes it on to every rank
     env["LOCAL_SIZE"] = str(req.scenario.world_size)
+    env["MASTER_PORT"] = str(free_port())  # with more ranks torchrun is given it (--master-port) and sets it per rank
     if req.scenario.world_size == 1:  # with more ranks torchrun sets these per rank
-        env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+        env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"})
     library = host.allocator_library(req.allocator)
     if library:
         env["LD_PRELOAD"] = library
@@ -93,14 +93,14 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
     return env
 
 
-def worker_command(req: RunRequest, run_dir: storage.RunDir) -> list[str]:
+def worker_command(req: RunRequest, run_dir: storage.RunDir, port: str) -> list[str]:
     """One worker process, or N ranks under torchrun (gloo on CPU, NCCL with GPUs) on a free port."""
     worker = ["-m", "rssprobe.worker", str(run_dir.path)]
     n = req.scenario.world_size
     if n == 1:
         return [req.python, *worker]
     return [req.python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={n}",
-            "--master-addr=127.0.0.1", f"--master-port={free_port()}", *worker]
+            "--master-addr=127.0.0.1", f"--master-port={port}", *worker]
 
 
 def _dead_rank(log: str) -> tuple[int, int] | None:
@@ -201,7 +201,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     with open(run_dir.path / storage.WORKER_LOG, "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
-        proc = subprocess.Popen(worker_command(req, run_dir), env=env,
+        proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
         deadline = time.monotonic() + req.scenario.timeout_s
@@ -226,7 +226,8 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             _interrupt(proc)
         proc.wait()
         follower.poll()
-    run_dir.update_manifest(node=node.as_dict())
+    # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
+    run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]))
     return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
 
 
