@@ -179,12 +179,15 @@ class Worker:
         t0 = time.perf_counter()
         parts: dict[str, dict[str, int]] = {}
         gathered: dict[str, Any] = {}  # ZeRO-3: parameters gathered and not released (deterministic)
+        count_gathered = scenario["zero"]["stage"] == 3  # below stage 3 nothing is partitioned: skip the walk
         for _micro in range(scenario["grad_accum_steps"]):
             loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
             self._part(parts, "backward", functools.partial(engine.backward, loss))
-            gathered["after_backward"] = census.gathered(engine.module)
+            if count_gathered:
+                gathered["after_backward"] = census.gathered(engine.module)
             self._part(parts, "optimizer", engine.step)
-            gathered["after_step"] = census.gathered(engine.module)
+            if count_gathered:
+                gathered["after_step"] = census.gathered(engine.module)
         time_s = time.perf_counter() - t0
         peak = self.tracker.exit(step_interval)
         sites, calls, probe_s = recorder.drain()
