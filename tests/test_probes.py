@@ -198,3 +198,40 @@ def test_the_fast_peak_read_is_the_kernels_vmhwm() -> None:
     assert abs((peak - interval.rss0) - 64 * MiB) <= READ_ERROR + MiB
     assert procfs.rss_and_hwm()[1] >= peak - READ_ERROR
     grow.close()
+
+
+def _non_pie_pythons() -> list[str]:
+    """Interpreters here whose executable is not position-independent (ELF type EXEC, as Debian's and
+    Ubuntu's /usr/bin/python3 are): there dlsym(RTLD_DEFAULT, "malloc") is the executable's PLT slot."""
+    found = []
+    for path in sorted(Path("/usr/bin").glob("python3.[0-9]*")):
+        head = path.read_bytes()[:18] if path.is_file() and not path.name.endswith("-config") else b""
+        if head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 2:  # e_type ET_EXEC
+            found.append(str(path))
+    return found
+
+
+@pytest.mark.skipif(not _non_pie_pythons(), reason="no non-PIE python3 executable in /usr/bin here")
+def test_glibc_is_recognised_under_a_non_pie_interpreter() -> None:
+    """The GPU check's machine (Ubuntu python3.12) read "malloc is not glibc's" with no allocator
+    preloaded: its malloc symbol resolves to the executable's PLT slot. Asked by behaviour, glibc is
+    found there, and a preloaded allocator is still told apart (the real libraries, where installed)."""
+    import subprocess
+
+    from rssprobe import host
+
+    probe = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('g', sys.argv[1]); "
+             "m = sys.modules['g'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+             "print(m.STATUS.available)")
+    source = str(Path(glibc.__file__))
+    for python in _non_pie_pythons():
+        out = subprocess.run([python, "-c", probe, source], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "True", (python, out.stdout, out.stderr)
+        for allocator in ("jemalloc", "tcmalloc"):
+            try:
+                library = host.allocator_library(allocator)
+            except Exception:  # not installed here: that half is test_interventions' skip
+                continue
+            out = subprocess.run([python, "-c", probe, source], capture_output=True, text=True, check=True,
+                                 env={"LD_PRELOAD": library, "PATH": "/usr/bin:/bin"})
+            assert out.stdout.strip() == "False", (python, allocator, out.stdout, out.stderr)

@@ -2,8 +2,8 @@
 
 Only meaningful when the process really allocates through glibc: under a preloaded
 jemalloc/tcmalloc glibc's mallinfo2 still answers, with zeros. We therefore check
-that the `malloc` the process resolves is glibc's own before trusting it, and report
-"not available" (None) instead of numbers otherwise.
+that the `malloc` the process calls is glibc's own (by what it does to glibc's counters)
+before trusting it, and report "not available" (None) instead of numbers otherwise.
 """
 
 from __future__ import annotations
@@ -47,13 +47,32 @@ def _status() -> GlibcStatus:
         return GlibcStatus(False, f"glibc {version} < 2.33 has no mallinfo2", version)
     if not hasattr(libc, "mallinfo2"):
         return GlibcStatus(False, f"glibc {version} exports no mallinfo2", version)
-    # The malloc the process actually calls is the first one in symbol lookup order
-    # (an LD_PRELOADed allocator wins); compare it with libc's own definition.
-    process_malloc = ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value
-    libc_malloc = ctypes.cast(libc.malloc, ctypes.c_void_p).value
-    if process_malloc != libc_malloc:
-        return GlibcStatus(False, "malloc is not glibc's (another allocator is preloaded)", version)
+    if not _glibc_serves_malloc(libc):
+        return GlibcStatus(False, "malloc is not glibc's (another allocator serves it)", version)
     return GlibcStatus(True, "glibc malloc", version)
+
+
+def _glibc_serves_malloc(libc: ctypes.CDLL) -> bool:
+    """Whether the malloc this process calls is glibc's, asked by behaviour: 1 MiB taken through the
+    process's own malloc must move glibc's in-use counters by at least 1 MiB (mapped or from an arena,
+    whatever the thresholds). Comparing symbol addresses is not enough: where the executable is not
+    position-independent (Ubuntu's python3.12), dlsym returns its PLT slot, never libc's address, and a
+    preloaded jemalloc/tcmalloc leaves glibc's counters still. Three tries: a concurrent free elsewhere
+    could hide one."""
+    process = ctypes.CDLL(None)
+    take, give = process.malloc, process.free
+    take.restype, take.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    give.restype, give.argtypes = None, [ctypes.c_void_p]
+    libc.mallinfo2.restype = _Mallinfo2
+    size = 1 << 20
+    for _ in range(3):
+        before = libc.mallinfo2()
+        block = take(size)
+        after = libc.mallinfo2()
+        give(block)
+        if block and (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd) >= size:
+            return True
+    return False
 
 
 STATUS = _status()

@@ -11,6 +11,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-reports/gpu-check}
 mkdir -p "$OUT"
 LOG=$OUT/gpu-check.log
+TMPRUNS=${TMPRUNS:-/tmp/rssprobe-gpu-check}
 export RSSPROBE_GPU_JSON=$OUT/gpu-check.json PYTHONUNBUFFERED=1
 
 main() {
@@ -40,12 +41,51 @@ PY
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this checkout's rssprobe, for the workers too
     "$PY" -c "import deepspeed, rssprobe; print('deepspeed', deepspeed.__version__, '| rssprobe from', rssprobe.__file__)" \
         || return 3
-    timeout "${GPU_CHECK_TIMEOUT:-480}" "$PY" -m pytest -q -rs -p no:cacheprovider -s \
-        tests/gpu tests/test_cudaprobe.py || return
+    rm -rf "$TMPRUNS"
+    timeout "${GPU_CHECK_TIMEOUT:-480}" "$PY" -m pytest -q -rs -p no:cacheprovider -s --basetemp "$TMPRUNS" \
+        tests/gpu tests/test_cudaprobe.py
+    local rc=$?
     if ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
         echo "no CUDA device: tests/gpu were skipped, the CUDA path is NOT verified by this run"
+        [ "$rc" -ne 0 ] && return $rc
         return 4
     fi
+    evidence
+    return $rc
+}
+
+# The runs behind the check, as reports a reviewer reads: the tests' tiny runs shown and compared, and, while
+# time is left (EVIDENCE_S, default 200 s), the default scenario baseline vs PR #8132 on this device and
+# its size sweep.
+evidence() {
+    local deadline=$((SECONDS + ${EVIDENCE_S:-200})) runs=$TMPRUNS/runs0 rs=("$PY" -m rssprobe)
+    [ -d "$runs/cuda-baseline" ] && [ -d "$runs/cuda-pr8132" ] || { echo "no CUDA runs to show"; return; }
+    for label in baseline pr8132; do
+        "${rs[@]}" show "$runs/cuda-$label" --format markdown >"$runs/show-cuda-$label.md" 2>&1
+    done
+    "${rs[@]}" diff "$runs/cuda-baseline" "$runs/cuda-pr8132" --format markdown >"$OUT/diff-tiny.md" 2>&1
+    echo "tiny diff written (exit $?)"
+    for label in baseline patched; do
+        local left=$((deadline - SECONDS))
+        [ "$left" -gt 30 ] || { echo "no time left for the default scenario ($label)"; break; }
+        timeout "$left" "${rs[@]}" run default "--$label" --out "$runs/default-$label" >"$runs/default-$label.log" 2>&1
+        echo "default $label: exit $? ($((SECONDS)) s into the check)"
+    done
+    if [ -f "$runs/default-patched/manifest.json" ]; then
+        "${rs[@]}" show "$runs/default-baseline" --format markdown >"$OUT/show-default-baseline.md" 2>&1
+        "${rs[@]}" diff "$runs/default-baseline" "$runs/default-patched" --format markdown >"$OUT/diff-default.md" 2>&1
+        echo "default diff written (exit $?)"
+    fi
+    # fixed cost (CUDA context, libraries) apart from the per-parameter slope, on this device
+    local left=$((deadline - SECONDS))
+    if [ "$left" -gt 60 ]; then
+        timeout "$left" "${rs[@]}" scale default --params "${SCALE_PARAMS:-8e6,33e6,134e6}" --steps 6 \
+            --out "$runs/scale-default" --format markdown >"$OUT/scale-default.md" 2>"$runs/scale-default.log"
+        echo "default scale: exit $? ($((SECONDS)) s into the check)"
+    else
+        echo "no time left for the scale"
+    fi
+    tar czf "$OUT/runs.tar.gz" -C "$TMPRUNS" --exclude='checkpoints' runs0 && ls -la "$OUT"
 }
 
 main 2>&1 | tee "$LOG"
