@@ -175,6 +175,7 @@ def prepare(req: RunRequest) -> Prepared:
         "deepspeed_config": req.scenario.deepspeed_config(),
         "patches": req.patches,
         "sites": sites_config.for_scenario(req.scenario),
+        "sites_first_step_only": sites_config.first_step_only(req.scenario),
         "overlay": str(overlay_dir) if patch_records else None,
         "memray": req.memray,
     }

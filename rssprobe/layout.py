@@ -110,8 +110,9 @@ def scale_group(params: int) -> str:
 
 
 def ccache_dir() -> Path:
-    """The compiler cache shared by every environment's op builds (compilecache.py)."""
-    return cache_root() / "ccache"
+    """The compiler cache shared by every environment's op builds (compilecache.py); RSSPROBE_CCACHE_DIR
+    shares one across cache roots (the suite's throw-away roots reuse the user's objects)."""
+    return _root("RSSPROBE_CCACHE_DIR", str(cache_root() / "ccache"))
 
 
 ENV_OPS = "torch_extensions"  # an environment's own compiled-ops directory, inside the environment

@@ -114,6 +114,11 @@ class Probes(_Strict):
     memmap: bool = Field(True, description="at each census, name every resident byte by memory mapping")
     smaps: bool = True
     trim_at_end: bool = Field(False, description="malloc_trim(0) after the final census and record what it frees")
+    steady_sites: Literal["light", "full"] = Field(
+        "light", description="site probes from step 2 on. light: the sites called once per parameter tensor "
+                             "(data/sites.toml) pass through and the others read RSS and the exact peak, not "
+                             "glibc's counters (mallinfo2, ~40 us a read in training); full: every call, every "
+                             "figure (probes ~3% of a step on `default` instead of ~0.5%)")
     alternate: bool = Field(False, description="make bench only: sites, sub-step peaks and smaps off on even steps "
                                                "(a paired probes on/off A/B inside one process)")
 

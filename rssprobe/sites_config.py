@@ -9,10 +9,22 @@ import tomllib
 from .scenario import Scenario
 
 
+def _groups() -> list[dict]:
+    return tomllib.loads(resources.files("rssprobe.data").joinpath("sites.toml").read_text())["group"]
+
+
 def default_sites(stage: int = 2) -> list[str]:
     """The declared default sites of one ZeRO stage (data/sites.toml: groups of sites, each for its stages)."""
-    groups = tomllib.loads(resources.files("rssprobe.data").joinpath("sites.toml").read_text())["group"]
-    return [site for g in groups if stage in g["stages"] for site in g["sites"]]
+    return [site for g in _groups() if stage in g["stages"] for site in g["sites"]]
+
+
+def first_step_only(scenario: Scenario) -> list[str]:
+    """The run's default sites declared `per_parameter` (called once per parameter tensor): measured on the
+    first step only, unless the scenario asks for full probes on every step (probes.steady_sites)."""
+    if scenario.probes.sites != "default" or scenario.probes.steady_sites == "full":
+        return []
+    stage = scenario.zero.stage
+    return [site for g in _groups() if stage in g["stages"] and g.get("per_parameter", False) for site in g["sites"]]
 
 
 def event_sites() -> dict[str, list[str]]:

@@ -139,11 +139,16 @@ def test_a_real_env_for_the_installed_versions_runs_tiny(tmp_path: Path) -> None
 
     It uses its own cache dir: DeepSpeed's op build files name the deepspeed install path, so a
     second env of the same versions would rebuild the shared compiled ops (and the main venv's
-    next run would rebuild them back). Here the CPU Adam op compiles once, in tmp_path.
+    next run would rebuild them back). Here the CPU Adam op is built once, in tmp_path, through the
+    user's ccache where ccache is installed (compilecache.py: its objects are keyed by sources and flags
+    relative to the envs root, so a throw-away root reuses them: a real build, compiled once per machine).
     """
+    from rssprobe import layout
+
     torch_v, ds_v = version("torch"), version("deepspeed")
     spec = f"torch=={torch_v} deepspeed=={ds_v}"
-    env = {"RSSPROBE_CACHE": str(tmp_path / "cache"), "RSSPROBE_RUNS": str(tmp_path / "runs")}
+    env = {"RSSPROBE_CACHE": str(tmp_path / "cache"), "RSSPROBE_RUNS": str(tmp_path / "runs"),
+           "RSSPROBE_CCACHE_DIR": str(layout.ccache_dir())}
     links = ["--find-links", str(WHEELS)] if WHEELS.is_dir() else []
     t0 = time.monotonic()
     created = rssprobe("env", "create", f"torch=={torch_v}", f"deepspeed=={ds_v}", *links, env=env, check=True)

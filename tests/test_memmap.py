@@ -172,3 +172,29 @@ def test_imports_after_the_baseline_agree_with_the_module_count(base: dict[str, 
         imported = b["imported_since_baseline"]
         assert imported is not None and imported["total"] == b["python_modules_added"], b["at"]
         assert sum(n for k, n in imported.items() if k != "total") == imported["total"]
+
+
+def test_a_shared_block_holding_a_pinned_tensor_is_named_apart() -> None:
+    """CUDA's pinned host blocks are shared anonymous mappings (/dev/zero; seen on an H200, reports/gpu-check.md).
+    Here a real shared anonymous mapping of 8 pages, all touched, stands for one such block, with a "tensor" on its
+    first 3 pages: declared pinned, the tensor's pages are live tensors and the other 5 are the block's slack;
+    not declared pinned, those 5 pages stay shared memory. Exact: whole resident pages (pagemap) of one mapping."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    block = mmap.mmap(-1, 8 * page)  # MAP_SHARED | MAP_ANONYMOUS, shown as /dev/zero (deleted)
+    block.write(b"\x01" * (8 * page))
+    address = ctypes.addressof(ctypes.c_char.from_buffer(block))
+    try:
+        tensor = [(address, 3 * page)]
+        with_pin = memmap.partition(tensor, glibc.STATUS.available, pinned=tensor)["parts"]
+        without = memmap.partition(tensor, glibc.STATUS.available)["parts"]
+        assert with_pin.get(memmap.PINNED_SLACK, 0) == 5 * page, with_pin
+        assert without.get(memmap.PINNED_SLACK, 0) == 0
+        # the same 5 pages moved from shared memory to the pinned slack; the tensor's pages are live tensors in both
+        assert without[memmap.SHARED] - with_pin.get(memmap.SHARED, 0) == 5 * page
+        assert with_pin[memmap.TENSORS] == without[memmap.TENSORS] >= 3 * page
+    finally:
+        del address
+        block.close()

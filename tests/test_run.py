@@ -111,3 +111,44 @@ def test_ctrl_c_marks_the_run_interrupted_and_keeps_steps(tmp_path: Path) -> Non
     assert proc.returncode == 130
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["steps_done"] >= 2
+
+
+def test_steady_site_probes_are_light_unless_asked_for_in_full(tiny_baseline: Path, runs_dir: Path) -> None:
+    """probes.steady_sites = "light" (the default): the gradient path's sites called once per parameter tensor
+    (data/sites.toml, per_parameter) are measured at every call of step 1 and pass through afterwards; from
+    step 2 on the other sites read RSS and the exact peak but not glibc (n/a, never 0); the site table says
+    so. "full" measures every call with every figure on every step."""
+    from rssprobe.worker import glibc
+
+    s = summary(tiny_baseline)
+    assert s["sites_steady"] == "light"
+    first_only = set(s["sites_first_step_only"])
+    assert {p.rsplit(".", 1)[1] for p in first_only} >= {"setup_buckets", "copy_grads_in_partition",
+                                                         "async_inplace_copy_grad_to_fp32_buffer_from_gpu"}
+    events = [json.loads(line) for line in (tiny_baseline / "events.jsonl").read_text().splitlines()]
+    steps = [e for e in events if e["event"] == "step"]
+    assert len(steps) >= 3
+    called = {p for p in first_only if p in steps[0]["sites"]}
+    assert len(called) >= 3  # called, and measured, on step 1
+    for e in steps[1:]:
+        assert not called & set(e["sites"]), e["step"]  # passed through afterwards
+        assert e["sites"] and all(w["inuse"] is None and w["free"] is None for w in e["sites"].values())
+    rows = {(r["site"], r["phase"]): r for r in s["sites"]}
+    assert all((p, "first_step") in rows and (p, "steady") not in rows for p in called)
+    for (site, phase), row in rows.items():
+        read = phase != "steady" and glibc.STATUS.available
+        assert (row["glibc_in_use_bytes_per_param"] is not None) == read, (site, phase)
+        assert row["retained_bytes_per_param"] is not None and row["peak_bytes_per_param"] is not None
+    assert "steady rows read RSS and the peak only, glibc n/a; measured on the first step only" in " ".join(
+        rssprobe("show", str(tiny_baseline), "--format", "markdown").stdout.split())
+
+    full = runs_dir / "full-site-probes"
+    rssprobe("run", "tiny", "--steps", "2", "--set", 'probes.steady_sites="full"', "--out", str(full), check=True)
+    later = [json.loads(line) for line in (full / "events.jsonl").read_text().splitlines()]
+    step2 = next(e for e in later if e["event"] == "step" and e["step"] == 2)
+    assert called <= set(step2["sites"])
+    if glibc.STATUS.available:
+        assert all(w["inuse"] is not None for w in step2["sites"].values())
+    got = summary(full)
+    assert got["sites_steady"] == "full" and got["sites_first_step_only"] == []
+    assert "steady rows read RSS" not in rssprobe("show", str(full), "--format", "markdown").stdout

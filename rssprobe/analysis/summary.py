@@ -211,6 +211,17 @@ class Summary:
         e = self._first("sites")
         return e["installed"] if e else {}
 
+    def sites_first_step_only(self) -> list[str]:
+        """Sites measured on the first step only (declared per-parameter sites); runs before them: none."""
+        e = self._first("sites")
+        return list(e.get("first_step_only") or []) if e else []
+
+    def sites_steady(self) -> str:
+        """'light' (from step 2 on no glibc reads at sites, per-parameter sites pass through) or 'full'
+        (every call, every figure: also runs made before the choice existed)."""
+        e = self._first("sites")
+        return (e.get("steady") if e else None) or "full"
+
     # ---- interventions ------------------------------------------------------------------
     def interventions(self) -> list[dict[str, Any]]:
         from ..worker.interventions import REGISTRY, parse
@@ -330,6 +341,7 @@ class Summary:
             "budget": self.budget("end"),
             "budgets": [b for at in ("after_init", "after_first_step", "end") if (b := self.budget(at))],
             "sites": self.sites(), "site_status": self.site_status(),
+            "sites_first_step_only": self.sites_first_step_only(), "sites_steady": self.sites_steady(),
             "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),
             "metrics": self.metrics(),
             "events": self.inrun_events(), "growth": self.growth(),

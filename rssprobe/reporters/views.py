@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sites_config import short_name
+
 NA = "n/a"
 
 
@@ -170,6 +172,12 @@ def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
     absent = [k for k, v in (s.get("site_status") or {}).items() if v == "absent"]
     if absent:
         notes.append("absent in this version: " + ", ".join(absent))
+    if s.get("sites_steady") == "light":
+        first_only = ", ".join(short_name(p) for p in s.get("sites_first_step_only") or [])
+        notes.append("steady rows read RSS and the peak only, glibc n/a"
+                     + (f"; measured on the first step only, being called once per parameter tensor: {first_only} "
+                        "(later steps: inside reduce_ipg_grads and the step's backward)" if first_only else "")
+                     + " (probes.steady_sites = \"light\", to keep the probes cheap; \"full\" reads everything)")
     t.note = "; ".join(notes)
     return t
 

@@ -68,9 +68,9 @@ class Worker:
         if probes["census"]:
             zero_opt = getattr(self.engine, "optimizer", None)
             rss, mallinfo = procfs.rss_bytes(), glibc.mallinfo2()
-            found, storages = census.take(zero_opt, self.torch, self.scenario["zero"]["stage"])
-            parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR")) \
-                if probes["memmap"] else None
+            found, storages, pinned = census.take(zero_opt, self.torch, self.scenario["zero"]["stage"])
+            parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR"),
+                                     pinned) if probes["memmap"] else None
             if self.modules_seen is None:  # the first census: everything imported so far is the baseline's
                 self.modules_seen, imported = set(sys.modules), None
             else:
@@ -124,10 +124,13 @@ class Worker:
         for spec in self.spec["patches"]:
             name, options = parse(spec)
             REGISTRY[name].apply(self.ctx, options)
-        recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
+        recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]),
+                                light_after_first_step=self.scenario["probes"].get("steady_sites") == "light")
+        first_only = set(self.spec.get("sites_first_step_only", ()))
         for path, required in self.spec["sites"]:
-            recorder.install(path, required)
-        self.events.emit("sites", installed=recorder.installed)
+            recorder.install(path, required, every_step=path not in first_only)
+        self.events.emit("sites", installed=recorder.installed, steady=self.scenario["probes"].get("steady_sites"),
+                         first_step_only=sorted(p for p in first_only if recorder.installed.get(p) == "ok"))
 
         interval = self.tracker.enter()
         t0 = time.perf_counter()
@@ -175,6 +178,7 @@ class Worker:
         self.ctx.step = step
         alternate = scenario["probes"].get("alternate", False)
         self.probes_on = recorder.enabled = not (alternate and step % 2 == 0)
+        recorder.after_first_step = step > 1
         step_interval = self.tracker.enter()
         t0 = time.perf_counter()
         parts: dict[str, dict[str, int]] = {}

@@ -82,9 +82,10 @@ def _pinned(t: Any) -> bool:
         return False
 
 
-def take(zero_optimizer: Any, torch_module: Any, stage: int = 2) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+def take(zero_optimizer: Any, torch_module: Any,
+         stage: int = 2) -> tuple[dict[str, Any], list[tuple[int, int]], list[tuple[int, int]]]:
     """Role -> {allocated, resident, pinned, storages} for all live CPU tensor storages, device storages by
-    role apart, and the host storages' (data_ptr, nbytes), which the memory-map partition needs."""
+    role apart, and the host storages' (data_ptr, nbytes), all and pinned, which the memory-map partition needs."""
     Tensor = torch_module.Tensor
     storages: dict[tuple[int, int], str] = {}
     pinned: set[tuple[int, int]] = set()
@@ -142,7 +143,7 @@ def take(zero_optimizer: Any, torch_module: Any, stage: int = 2) -> tuple[dict[s
         "pinned": sum(r["pinned"] for r in roles.values()),  # host bytes page-locked (0 on the CPU accelerator)
         "device": _device_roles(on_device) if on_device or torch_module.cuda.is_available() else None,
     }
-    return out, list(storages)
+    return out, list(storages), sorted(pinned)
 
 
 # Packages whose subpackages are named apart when imports are counted (torch._inductor, not torch).

@@ -27,6 +27,7 @@ import os
 import struct
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .procfs import PAGE_SIZE
@@ -47,13 +48,17 @@ PYMALLOC = "python objects (pymalloc pools)"
 STACKS = "thread stacks"
 ANON_OTHER = "anonymous, other"
 SHARED = "shared memory"
+# CUDA's pinned host blocks are shared anonymous mappings (/dev/zero, seen on an H200 with torch 2.11): a block
+# holding a pinned tensor is named apart, and what of it no tensor uses is the caching host allocator's rounding
+# to a power of two and its cached blocks (reports/gpu-check.md: 10 B/param with ZeRO-2 offload)
+PINNED_SLACK = "pinned host blocks, not tensors"
 FILE_TORCH_CPU = "file: libtorch_cpu.so"
 FILE_TORCH = "file: other torch libraries"
 FILE_OPS = "file: deepspeed ops"
 FILE_PYTHON = "file: python"
 FILE_OTHER = "file: other files"
-PARTS = (TENSORS, GLIBC_IN_USE, GLIBC_FREE, GLIBC_UNWALKED, PYMALLOC, STACKS, ANON_OTHER, SHARED, FILE_TORCH_CPU,
-         FILE_TORCH, FILE_OPS, FILE_PYTHON, FILE_OTHER)
+PARTS = (TENSORS, GLIBC_IN_USE, GLIBC_FREE, GLIBC_UNWALKED, PYMALLOC, STACKS, ANON_OTHER, SHARED, PINNED_SLACK,
+         FILE_TORCH_CPU, FILE_TORCH, FILE_OPS, FILE_PYTHON, FILE_OTHER)
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,11 @@ class _Ledger:
         self.tensors = tensors
         self.starts = [t[0] for t in tensors]
         self.parts: Counter[str] = Counter()
+        self.pinned: list[int] = []  # start addresses of pinned tensor storages
+
+    def holds_pinned(self, m: Mapping) -> bool:
+        i = bisect.bisect_left(self.pinned, m.start)
+        return i < len(self.pinned) and self.pinned[i] < m.end
 
     def account(self, start: int, end: int, part: str) -> None:
         if end <= start:
@@ -377,13 +387,16 @@ def _account_anonymous(ledger: _Ledger, m: Mapping, glibc: bool) -> None:
     ledger.account(other_from, m.end, ANON_OTHER)
 
 
-def partition(storages: list[tuple[int, int]], glibc: bool, ops_dir: str | None = None) -> dict[str, object]:
-    """Resident bytes per named part; `storages` are the census's (data_ptr, nbytes) pairs."""
+def partition(storages: list[tuple[int, int]], glibc: bool, ops_dir: str | None = None,
+              pinned: Sequence[tuple[int, int]] = ()) -> dict[str, object]:
+    """Resident bytes per named part; `storages` are the census's (data_ptr, nbytes) pairs, `pinned` those of
+    them that are page-locked (is_pinned())."""
     t0 = time.perf_counter()
     maps = read_smaps()
     sps = thread_stack_pointers()
     reader = Reader()
     ledger = _Ledger(reader, _merge([(p, p + n) for p, n in storages if n > 0 and p]))
+    ledger.pinned = sorted(p for p, n in pinned if n > 0 and p)
     notes: list[str] = []
     if not glibc:
         notes.append("malloc is not glibc's: heaps and mmapped chunks are not walked (anonymous, other)")
@@ -410,7 +423,7 @@ def _account_mapping(ledger: _Ledger, m: Mapping, prev: Mapping | None, sps: lis
     elif m.path == "[stack]":
         ledger.parts[STACKS] += m.rss
     elif _is_shared(m.path):
-        ledger.account(m.start, m.end, SHARED)
+        ledger.account(m.start, m.end, PINNED_SLACK if ledger.holds_pinned(m) else SHARED)
     elif m.path.startswith("/"):
         ledger.account(m.start, m.end, file_part(m.path, ops_dir))
     elif not m.anonymous:  # [vdso], [vvar], [vsyscall]: the kernel's own pages

@@ -5,6 +5,9 @@ glibc in-use and free-retained deltas. Nested instrumented calls give inclusive 
 exclusive = inclusive minus the instrumented children, so the parts add up to the whole.
 Figures accumulate in a window that the worker drains at phase boundaries (after init,
 after every step), which keeps per-call cost to a few /proc reads and no I/O.
+From step 2 on, probes are light unless the scenario asks for full ones (probes.steady_sites): no
+glibc read (mallinfo2 walks every free chunk: ~40 us a read in training, two a call) and no probe
+at all at the sites called once per parameter tensor; init, step 1 and in-run events are full.
 """
 
 from __future__ import annotations
@@ -112,13 +115,19 @@ class SiteRecorder:
     trace: frozenset[str] = frozenset()
     overhead_s: float = 0.0  # time spent in the probes themselves since the last drain
     enabled: bool = True  # False: calls pass straight through (make bench's probes-off steps)
+    after_first_step: bool = False  # set by the worker from step 2 on
+    # from step 2 on: sites installed with every_step=False pass through, the others read no glibc counters
+    light_after_first_step: bool = False
     calls: list[dict[str, Any]] = field(default_factory=list)
     _frames: list[_Frame] = field(default_factory=list)
     _active: set[str] = field(default_factory=set)
     _thread: int = field(default_factory=threading.get_ident)
 
-    def install(self, path: str, required: bool) -> str:
-        """Wrap the site; returns 'ok' or 'absent'. Raises SiteError for a missing required site."""
+    def install(self, path: str, required: bool, every_step: bool = True) -> str:
+        """Wrap the site; returns 'ok' or 'absent'. Raises SiteError for a missing required site.
+        every_step=False: with light_after_first_step, measured until the first step ends, then its calls
+        pass straight through (a site called once per parameter tensor, whose probes would cost more than the
+        rest together)."""
         found = resolve(path)
         if found is None:
             if required:
@@ -127,23 +136,24 @@ class SiteRecorder:
                 raise SiteError(f"site {path!r} does not exist in the installed packages{hint}")
             self.installed[path] = "absent"
             return "absent"
-        replace_function(*found, functools.partial(self._wrap, path))
+        replace_function(*found, functools.partial(self._wrap, path, every_step))
         self.installed[path] = "ok"
         return "ok"
 
-    def _wrap(self, site: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap(self, site: str, every_step: bool, fn: Callable[..., Any]) -> Callable[..., Any]:
         tracker, frames, active = self.tracker, self._frames, self._active
-        mallinfo, clock = glibc.in_use_and_free, time.perf_counter
+        mallinfo, clock, get_ident = glibc.in_use_and_free, time.perf_counter, threading.get_ident
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             # Recursion into the same site and calls from other threads are not measured:
             # both would double count against one process-wide RSS.
-            if not self.enabled or site in active or threading.get_ident() != self._thread:
+            light = self.after_first_step and self.light_after_first_step
+            if not self.enabled or (light and not every_step) or site in active or get_ident() != self._thread:
                 return fn(*args, **kwargs)
             t0 = clock()
             active.add(site)
-            mi0 = mallinfo()
+            mi0 = None if light else mallinfo()
             interval = tracker.enter()
             frame = _Frame()
             frames.append(frame)
@@ -154,7 +164,7 @@ class SiteRecorder:
                 t2 = clock()
                 frames.pop()
                 peak = tracker.exit(interval)
-                mi1 = mallinfo()
+                mi1 = None if light else mallinfo()
                 active.discard(site)
                 self._record(site, interval.rss0, interval.rss1, peak, mi0, mi1, frame)
                 # the probes' own time, reported per step: their overhead measured directly
@@ -176,7 +186,7 @@ class SiteRecorder:
         totals.retained_excl += retained - frame.child_retained
         totals.child_calls += frame.child_calls
         totals.peak_above_entry = max(totals.peak_above_entry, peak - rss0)
-        inuse = free = 0
+        inuse = free = None  # not read (light steady probes, or not glibc's malloc): never a 0 as if measured
         if mi0 is not None and mi1 is not None:
             inuse = mi1[0] - mi0[0]
             free = mi1[1] - mi0[1]
