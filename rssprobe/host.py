@@ -167,6 +167,24 @@ def find_library(filename: str) -> str | None:
 
 
 SHM_DIR = Path("/dev/shm")
+DEEPSPEED_SHM = "deepspeed_allreduce_buffer_*"
+
+
+def unmapped_deepspeed_shm() -> list[Path]:
+    """DeepSpeed shm_comm buffers in /dev/shm that no process maps any more: RAM held by nobody until removed
+    or until a reboot (runs whose orchestrator was killed, or that another launcher started)."""
+    found = sorted(SHM_DIR.glob(DEEPSPEED_SHM)) if SHM_DIR.is_dir() else []
+    if not found:
+        return []
+    mapped: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            lines = maps.read_text().splitlines()
+        except OSError:  # gone, or not ours to read
+            continue
+        mapped.update(line.split(None, 5)[-1].removesuffix(" (deleted)") for line in lines
+                      if DEEPSPEED_SHM[:-1] in line)
+    return [path for path in found if str(path) not in mapped]
 
 
 def remove_deepspeed_shm(port: str) -> dict[str, Any]:

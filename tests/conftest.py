@@ -41,22 +41,12 @@ def no_shm_buffer_left_behind() -> Any:
     """Runs whose orchestrator a test kills, or that a test launches with torchrun itself, end with nobody to
     remove DeepSpeed's /dev/shm buffers (66 MiB of RAM each, until reboot; the orchestrator removes its own
     runs'): at the end the session removes those it made that no process maps any more."""
-    shm = Path("/dev/shm")
-    pattern = "deepspeed_allreduce_buffer_*"
-    before = set(shm.glob(pattern)) if shm.is_dir() else set()
+    from rssprobe import host
+
+    before = set(host.SHM_DIR.glob(host.DEEPSPEED_SHM)) if host.SHM_DIR.is_dir() else set()
     yield
-    if not shm.is_dir():
-        return
-    mapped: set[str] = set()
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            lines = maps.read_text().splitlines()
-        except OSError:  # gone, or not ours to read
-            continue
-        mapped.update(line.split(None, 5)[-1].removesuffix(" (deleted)") for line in lines if pattern[:-1] in line)
-    for path in set(shm.glob(pattern)) - before:
-        if str(path) not in mapped:
-            path.unlink(missing_ok=True)
+    for path in set(host.unmapped_deepspeed_shm()) - before:
+        path.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@
 At a census point the worker reads /proc/self/smaps and names each mapping's resident
 pages: live tensors (the census's storages, resident pages from pagemap), glibc's heaps
 walked chunk by chunk (in use but not a tensor; free and still resident), glibc's mmapped
-chunks (found by their headers), thread stacks, shared memory, file-backed pages by file,
+chunks (found by their headers), thread stacks, shared memory (and apart, the shared blocks that
+hold pinned tensors: CUDA's pinned host memory), file-backed pages by file,
 and what is left of anonymous memory. The parts add up to the mappings' RSS; the worker's
 RSS counter minus their sum is reported apart as "not attributed", never hidden.
 
