@@ -2,7 +2,9 @@
 # The GPU check, sized for ONE device call (make gpu-check). On a bare machine with a CUDA torch and no
 # network: installs what is missing from wheels carried in .whl/ (see README, "GPU check"), then runs
 # tests/gpu (known answers on the device) and tests/test_cudaprobe.py (the CPU-side parsing) under a
-# timeout. Writes gpu-check.log and gpu-check.json (every measured figure) to $OUT, or reports/gpu-check.
+# timeout. Writes gpu-check.log and gpu-check.json (every measured figure) to $OUT, or reports/gpu-check;
+# on a device also the evidence runs' reports (diff-tiny.md, diff-default.md, show-default-baseline.md,
+# scale-default.md) and every run directory (runs.tar.gz): 7 files, within what a device call brings back.
 # Exit status: pytest's (5 = nothing ran), 124 = timed out, 3 = a package missing and no wheel for it,
 # 4 = no CUDA device (the CPU parts passed, tests/gpu skipped: nothing verified on a GPU).
 set -uo pipefail
