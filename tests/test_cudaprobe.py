@@ -125,3 +125,23 @@ def test_no_cuda_columns_read_missing_not_zero(tiny_baseline: Path) -> None:
     assert "cuda_allocated" in columns and "pinned_held" in columns and len(steps) > 0
     if not torch.cuda.is_available():
         assert steps[columns].isna().all().all()  # not available: no CUDA device, never zeros
+
+
+H200_RUNS = Path(__file__).parents[1] / "reports" / "gpu-check-h200" / "runs.tar.gz"
+
+
+def test_a_run_recorded_on_an_h200_reads_back_with_its_cuda_figures(tmp_path: Path) -> None:
+    """A real run of the GPU check on an NVIDIA H200 (reports/gpu-check.md), as its worker wrote it: summarised
+    on a machine without CUDA, its device part and pinned host buffers read back as measured there."""
+    import tarfile
+
+    with tarfile.open(H200_RUNS) as archive:
+        archive.extractall(tmp_path, filter="data")
+    s = summary(tmp_path / "runs0" / "default-baseline")
+    assert s["accelerator"] == "cuda" and s["cuda"] == "measured" and s["params"] == 16_785_408
+    budget = s["budget"]
+    assert budget["device"]["roles"]["bit16_params"] == pytest.approx(2.0, abs=0.01)
+    assert "bit16_params" not in budget["roles"]  # on the device, never in the host budget
+    # fp32 master 4 + fp32 grad 4 + bf16 staging 2 + temp grad buffer 0.5 pinned; the Adam states (8) pageable
+    assert budget["host_pinned_bytes_per_param"] == pytest.approx(10.5, abs=0.01)
+    assert budget["host_pageable_bytes_per_param"] == pytest.approx(8.0, abs=0.01)

@@ -185,7 +185,7 @@ def test_a_shared_block_holding_a_pinned_tensor_is_named_apart() -> None:
     page = mmap.PAGESIZE
     block = mmap.mmap(-1, 8 * page)  # MAP_SHARED | MAP_ANONYMOUS, shown as /dev/zero (deleted)
     block.write(b"\x01" * (8 * page))
-    address = ctypes.addressof(ctypes.c_char.from_buffer(block))
+    address = ctypes.addressof(ctypes.c_char.from_buffer(block))  # the temporary export ends here
     try:
         tensor = [(address, 3 * page)]
         with_pin = memmap.partition(tensor, glibc.STATUS.available, pinned=tensor)["parts"]
@@ -196,5 +196,4 @@ def test_a_shared_block_holding_a_pinned_tensor_is_named_apart() -> None:
         assert without[memmap.SHARED] - with_pin.get(memmap.SHARED, 0) == 5 * page
         assert with_pin[memmap.TENSORS] == without[memmap.TENSORS] >= 3 * page
     finally:
-        del address
         block.close()
