@@ -76,8 +76,8 @@ def pairs(steps: list[dict]) -> tuple[list[float], list[float]]:
 @click.option("--scenario", "scenario_ref", default="default")
 @click.option("--repeat", default=1, show_default=True, help="Runs (each alternates probes on and off).")
 @click.option("--steps", default=2001, show_default=True,
-              help="Steps per run: (steps - 1) // 2 pairs after step 2 (~6 min on 2 cores; the default reaches the "
-                   "+-0.5% interval there: 601 steps gave +-0.93%, 2001 steps +-0.48%).")
+              help="Steps per run: (steps - 1) // 2 pairs after step 2. The default is what the +-0.5% interval "
+                   "took on 2 cores (README).")
 def main(scenario_ref: str, repeat: int, steps: int) -> None:
     scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE])
     on: list[float] = []

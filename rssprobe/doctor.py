@@ -42,7 +42,7 @@ def checks() -> list[tuple[str, bool, str]]:
                     "are not measured on this machine"))
     out.append(("memray (--memray native view)", importlib.util.find_spec("memray") is not None, ""))
     left = host.unmapped_deepspeed_shm()
-    held = sum(p.stat().st_size for p in left if p.exists())
+    held = host.file_bytes(left)
     out.append(("no DeepSpeed buffers left in /dev/shm (RAM)", not left,
                 f"{len(left)} that no process maps hold {held / 2**20:.0f} MiB of RAM until removed "
                 f"(e.g. {left[0]})" if left else "none"))

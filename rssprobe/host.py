@@ -187,12 +187,23 @@ def unmapped_deepspeed_shm() -> list[Path]:
     return [path for path in found if str(path) not in mapped]
 
 
+def file_bytes(paths: list[Path]) -> int:
+    """Total size of the files that still exist (a run may remove its own while they are counted)."""
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
 def remove_deepspeed_shm(port: str) -> dict[str, Any]:
     """Remove the shared-memory buffers DeepSpeed's CPU shm_comm made for a run on `port` (named
     deepspeed_allreduce_buffer_<i>_<addr>_<port>_<rank>): DeepSpeed never unlinks them, so each run would leave
     one (66 MiB here) in /dev/shm, which is RAM, until the machine reboots. Only after the run's processes ended."""
     removed = {"port": int(port), "files": 0, "bytes": 0}
-    for path in SHM_DIR.glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
+    for path in SHM_DIR.glob(f"{DEEPSPEED_SHM}_{port}_*"):
         try:
             size = path.stat().st_size
             path.unlink()

@@ -124,8 +124,7 @@ class Worker:
         for spec in self.spec["patches"]:
             name, options = parse(spec)
             REGISTRY[name].apply(self.ctx, options)
-        recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]),
-                                light_after_first_step=self.scenario["probes"].get("steady_sites") == "light")
+        recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
         first_only = set(self.spec.get("sites_first_step_only", ()))
         for path, required in self.spec["sites"]:
             recorder.install(path, required, every_step=path not in first_only)
@@ -178,7 +177,7 @@ class Worker:
         self.ctx.step = step
         alternate = scenario["probes"].get("alternate", False)
         self.probes_on = recorder.enabled = not (alternate and step % 2 == 0)
-        recorder.after_first_step = step > 1
+        recorder.light = step > 1 and scenario["probes"].get("steady_sites") == "light"
         step_interval = self.tracker.enter()
         t0 = time.perf_counter()
         parts: dict[str, dict[str, int]] = {}

@@ -43,13 +43,13 @@ class InRunEvents:
         # anonymous memory at entry (a page-table walk, exact): file-backed pages come and go with the
         # page cache under memory pressure from outside; what an event keeps is anonymous
         entry_smaps = procfs.smaps_rollup()
-        was, self.recorder.after_first_step = self.recorder.after_first_step, False  # rare: full site probes
+        was, self.recorder.light = self.recorder.light, False  # rare: full site probes
         interval = w.tracker.enter()
         t0 = time.perf_counter()
         try:
             action()
         finally:
-            self.recorder.after_first_step = was
+            self.recorder.light = was
         time_s = time.perf_counter() - t0
         peak = w.tracker.exit(interval)
         sites, calls, probe_s = self.recorder.drain()

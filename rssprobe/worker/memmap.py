@@ -203,12 +203,12 @@ class Reader:
 class _Ledger:
     """Accumulates resident bytes per part; tensor ranges inside any range go to TENSORS."""
 
-    def __init__(self, reader: Reader, tensors: list[tuple[int, int]]) -> None:
+    def __init__(self, reader: Reader, tensors: list[tuple[int, int]], pinned: list[int]) -> None:
         self.reader = reader
         self.tensors = tensors
         self.starts = [t[0] for t in tensors]
         self.parts: Counter[str] = Counter()
-        self.pinned: list[int] = []  # start addresses of pinned tensor storages
+        self.pinned = pinned  # start addresses of pinned tensor storages, sorted
 
     def holds_pinned(self, m: Mapping) -> bool:
         i = bisect.bisect_left(self.pinned, m.start)
@@ -396,8 +396,8 @@ def partition(storages: list[tuple[int, int]], glibc: bool, ops_dir: str | None 
     maps = read_smaps()
     sps = thread_stack_pointers()
     reader = Reader()
-    ledger = _Ledger(reader, _merge([(p, p + n) for p, n in storages if n > 0 and p]))
-    ledger.pinned = sorted(p for p, n in pinned if n > 0 and p)
+    ledger = _Ledger(reader, _merge([(p, p + n) for p, n in storages if n > 0 and p]),
+                     sorted(p for p, n in pinned if n > 0 and p))
     notes: list[str] = []
     if not glibc:
         notes.append("malloc is not glibc's: heaps and mmapped chunks are not walked (anonymous, other)")

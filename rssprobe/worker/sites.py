@@ -115,9 +115,9 @@ class SiteRecorder:
     trace: frozenset[str] = frozenset()
     overhead_s: float = 0.0  # time spent in the probes themselves since the last drain
     enabled: bool = True  # False: calls pass straight through (make bench's probes-off steps)
-    after_first_step: bool = False  # set by the worker from step 2 on
-    # from step 2 on: sites installed with every_step=False pass through, the others read no glibc counters
-    light_after_first_step: bool = False
+    # light probes (the worker sets it from step 2 on under probes.steady_sites = "light"): sites installed with
+    # every_step=False pass through, the others read no glibc counters
+    light: bool = False
     calls: list[dict[str, Any]] = field(default_factory=list)
     _frames: list[_Frame] = field(default_factory=list)
     _active: set[str] = field(default_factory=set)
@@ -125,9 +125,8 @@ class SiteRecorder:
 
     def install(self, path: str, required: bool, every_step: bool = True) -> str:
         """Wrap the site; returns 'ok' or 'absent'. Raises SiteError for a missing required site.
-        every_step=False: with light_after_first_step, measured until the first step ends, then its calls
-        pass straight through (a site called once per parameter tensor, whose probes would cost more than the
-        rest together)."""
+        every_step=False: while probes are light (from step 2 on, by default) its calls pass straight through
+        (a site called once per parameter tensor, whose probes would cost more than the rest together)."""
         found = resolve(path)
         if found is None:
             if required:
@@ -148,7 +147,7 @@ class SiteRecorder:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             # Recursion into the same site and calls from other threads are not measured:
             # both would double count against one process-wide RSS.
-            light = self.after_first_step and self.light_after_first_step
+            light = self.light
             if not self.enabled or (light and not every_step) or site in active or get_ident() != self._thread:
                 return fn(*args, **kwargs)
             t0 = clock()
