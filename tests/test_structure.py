@@ -1,0 +1,203 @@
+"""The package's shape, read from its source: layers that point one way, no import circles, a worker that
+imports nothing of the orchestration side, a stdlib-only contract, a short top level.
+
+Every module of rssprobe/ is parsed with ast; every import counts, also one inside a function or under
+`if TYPE_CHECKING` (an import that runs late is still a dependency, and may hide a circle).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rssprobe"
+
+# The layers, lowest first: a module may import its own layer and the layers below it, never one above.
+# A key is the first name under rssprobe/ (a top-level module or a package).
+LAYERS: list[set[str]] = [
+    {"__init__", "contract", "errors", "log", "verdicts", "data", "scenarios"},
+    {"store"},
+    {"config"},
+    {"analysis"},
+    {"run", "envs"},
+    {"campaign"},
+    {"workflows"},
+    {"reporters"},
+    {"commands"},
+    {"cli", "__main__"},
+]
+# Rooms with a narrower door than their layer: what they may import (rssprobe's own names only).
+ONLY: dict[str, set[str]] = {
+    # reporters render: they sit beside the workflows but read only figures, verdicts and the contract
+    "reporters": {"reporters", "analysis", "contract", "verdicts", "errors"},
+    # the worker runs inside the training process: the contract and itself
+    "worker": {"worker", "contract"},
+}
+TOP_LEVEL_MODULES = 12
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The rssprobe modules `name` imports (a `from pkg import sub` of a submodule counts as the submodule)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(name, path.name == "__init__.py", node)
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.add(sub if sub in known else target)
+    return {m for m in out if m == "rssprobe" or m.startswith("rssprobe.")}
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    known = set(found)
+    return {name: {m for m in imports(name, path, known) if m != name} for name, path in found.items()}
+
+
+def room(module: str) -> str:
+    """The layer key of a module: the first name under rssprobe/ ('__init__' for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def layer(key: str) -> int | None:
+    return next((i for i, keys in enumerate(LAYERS) if key in keys), None)
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def upward(g: dict[str, set[str]]) -> list[str]:
+    """Every import that points up a layer, or through a narrower door than a room allows."""
+    out = []
+    for importer, targets in sorted(g.items()):
+        a = room(importer)
+        for target in sorted(targets):
+            b = room(target)
+            if a in ONLY:
+                if b not in ONLY[a]:
+                    out.append(f"{importer} -> {target} ({a} imports only {', '.join(sorted(ONLY[a]))})")
+                continue
+            la, lb = layer(a), layer(b)
+            if la is None or lb is None:
+                out.append(f"{importer} -> {target} (not in a declared layer: {a if la is None else b})")
+            elif lb > la:
+                out.append(f"{importer} -> {target} (layer {la} {a} imports layer {lb} {b})")
+    return out
+
+
+def test_every_room_is_in_a_layer() -> None:
+    rooms = {room(m) for m in modules()} - set(ONLY)
+    assert sorted(r for r in rooms if layer(r) is None) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(graph()) == []
+
+
+def test_imports_only_point_down() -> None:
+    assert upward(graph()) == []
+
+
+def test_nothing_outside_the_worker_imports_from_it() -> None:
+    g = graph()
+    offenders = [f"{a} -> {b}" for a, targets in g.items() for b in targets
+                 if room(b) == "worker" and room(a) != "worker"]
+    assert offenders == []
+
+
+def test_the_worker_imports_the_contract_and_itself_only() -> None:
+    g = graph()
+    offenders = [f"{a} -> {b}" for a, targets in g.items() if room(a) == "worker" for b in targets
+                 if room(b) not in ("worker", "contract")]
+    assert offenders == []
+
+
+def test_the_contract_imports_the_standard_library_only() -> None:
+    tree = ast.parse((PACKAGE / "contract.py").read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.add("." if node.level else (node.module or "").split(".")[0])
+    assert sorted(n for n in names if n not in sys.stdlib_module_names and n != "__future__") == []
+
+
+def test_a_short_top_level() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MODULES, top
+
+
+@pytest.mark.parametrize(("importer", "target", "expected"), [
+    ("rssprobe.store.rundir", "rssprobe.config.scenario", True),  # store imports config: up
+    ("rssprobe.config.scenario", "rssprobe.store.reader", False),
+    ("rssprobe.reporters.views", "rssprobe.store.rundir", True),  # a reporter reading files
+    ("rssprobe.reporters.views", "rssprobe.analysis.metrics", False),
+    ("rssprobe.worker.census", "rssprobe.store.layout", True),
+    ("rssprobe.commands.run", "rssprobe.workflows.run", False),
+])
+def test_the_checker_itself_tells_up_from_down(importer: str, target: str, expected: bool) -> None:
+    """The checks above would pass vacuously if `upward` never found anything: known cases both ways."""
+    assert bool(upward({importer: {target}})) is expected
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
