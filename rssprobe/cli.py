@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from . import __version__, lifeline
+from . import __version__
 from .errors import UserError
+from .run import lifeline
 
 
 class Group(click.Group):
@@ -44,9 +45,25 @@ def main() -> None:
 
 
 def _register() -> None:
-    from .commands import bisect, collect, diff, doctor, env, gate, matrix, patches, prepare, report, run, scale, show
+    from .commands import (
+        bisect,
+        collect,
+        diff,
+        doctor,
+        env,
+        gate,
+        matrix,
+        merge,
+        patches,
+        prepare,
+        report,
+        run,
+        scale,
+        show,
+    )
 
-    for module in (run, show, diff, gate, report, doctor, patches, env, matrix, bisect, prepare, collect, scale):
+    for module in (run, show, diff, gate, report, doctor, patches, env, matrix, merge, bisect, prepare, collect,
+                   scale):
         main.add_command(module.command)
 
 

@@ -18,6 +18,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 Verdict = Literal["regression", "improvement", "same", "~", "undecided", "pass"]
+# the words, for code that produces a verdict (stats, fits, ceilings, bisect): nowhere else is one spelled
+REGRESSION: Verdict = "regression"
+IMPROVEMENT: Verdict = "improvement"
+SAME: Verdict = "same"
+NOT_SIGNIFICANT: Verdict = "~"  # past the threshold, but the repeats cannot confirm it
+UNDECIDED: Verdict = "undecided"
+PASS: Verdict = "pass"
+MOVED = (REGRESSION, IMPROVEMENT)  # a significant change either way
 Answer = Literal["same", "moved", "undecided", "skip"]
 Direction = Literal["up", "down"]
 JUnit = Literal["passed", "failure", "skipped"]
@@ -33,18 +41,18 @@ class Meaning:
 
 
 TABLE: dict[str, Meaning] = {
-    "regression": Meaning(1, "failure", "moved", "REGRESSION", "B needs more host memory than A"),
-    "improvement": Meaning(0, "passed", "same", "improvement", "B needs less host memory than A"),
-    "same": Meaning(0, "passed", "same", "", "no figure differs"),
-    "~": Meaning(125, "skipped", "undecided", "~ (not significant)",
-                 "a change past the threshold that the repeats cannot confirm: run more repeats"),
-    "undecided": Meaning(125, "skipped", "undecided", "undecided", "the data cannot decide"),
+    REGRESSION: Meaning(1, "failure", "moved", "REGRESSION", "B needs more host memory than A"),
+    IMPROVEMENT: Meaning(0, "passed", "same", "improvement", "B needs less host memory than A"),
+    SAME: Meaning(0, "passed", "same", "", "no figure differs"),
+    NOT_SIGNIFICANT: Meaning(125, "skipped", "undecided", "~ (not significant)",
+                             "a change past the threshold that the repeats cannot confirm: run more repeats"),
+    UNDECIDED: Meaning(125, "skipped", "undecided", "undecided", "the data cannot decide"),
     # the gate's word for a whole comparison, or a ceiling, where nothing that decides differs
-    "pass": Meaning(0, "passed", "same", "pass", "no figure differs"),
+    PASS: Meaning(0, "passed", "same", "pass", "no figure differs"),
 }
 VERDICTS: tuple[str, ...] = tuple(TABLE)
 # A figure that does not decide is shown with its direction only (raw RSS moves with glibc noise).
-INFORMATIVE = {"regression": "higher (informative)", "improvement": "lower (informative)"}
+INFORMATIVE = {REGRESSION: "higher (informative)", IMPROVEMENT: "lower (informative)"}
 
 
 def meaning(verdict: str) -> Meaning:
@@ -58,7 +66,7 @@ def exit_code(verdict: str) -> int:
 def answer(verdict: str, direction: Direction = "up") -> Answer:
     """The bisect answer of a verdict when the sought change goes `direction`."""
     if direction == "down":
-        verdict = {"regression": "improvement", "improvement": "regression"}.get(verdict, verdict)
+        verdict = {REGRESSION: IMPROVEMENT, IMPROVEMENT: REGRESSION}.get(verdict, verdict)
     return TABLE[verdict].bisect
 
 
@@ -69,21 +77,23 @@ def mark(verdict: str, decides: bool = True) -> str:
 def overall(verdicts: list[str], problems: bool = False) -> str:
     """A gate's verdict over the figures that decide: regression > undecided (or ~) > improvement > pass."""
     if not verdicts:
-        return "undecided"
-    if "regression" in verdicts:
-        return "regression"
+        return UNDECIDED
+    if REGRESSION in verdicts:
+        return REGRESSION
     if problems or any(exit_code(v) == 125 for v in verdicts):
-        return "undecided"
-    if "improvement" in verdicts:
-        return "improvement"
-    return "pass"
+        return UNDECIDED
+    if IMPROVEMENT in verdicts:
+        return IMPROVEMENT
+    return PASS
 
 
 # ---- a published claim (bytes per parameter) against what was measured ------------------------
 
 Claim = Literal["reproduced", "not reproduced", "cannot be measured on the CPU accelerator", "not run"]
-CLAIM_VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "cannot be measured on the CPU accelerator",
-                                   "not run")
+REPRODUCED: Claim = "reproduced"
+NOT_REPRODUCED: Claim = "not reproduced"
+CPU_UNMEASURABLE: Claim = "cannot be measured on the CPU accelerator"
+NOT_RUN: Claim = "not run"
 
 
 def claim_tolerance(sd: float | None, threshold: float) -> float:
@@ -95,5 +105,5 @@ def claim_tolerance(sd: float | None, threshold: float) -> float:
 def claim(claimed: float, measured: float | None, sd: float | None, threshold: float) -> Claim:
     """reproduced when the mean lies within the tolerance of the claimed figure, else not reproduced."""
     if measured is None:
-        return "not run"
-    return "reproduced" if abs(measured - claimed) <= claim_tolerance(sd, threshold) else "not reproduced"
+        return NOT_RUN
+    return REPRODUCED if abs(measured - claimed) <= claim_tolerance(sd, threshold) else NOT_REPRODUCED

@@ -7,27 +7,15 @@ which a requested patch never took effect, cannot pass as evidence.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import verdicts
 from ..errors import UserError
-from ..storage import RunDir, resolve_runs
-from . import stats
+from ..store.rundir import RunDir, resolve_runs
+from . import metrics, stats
+from .metrics import GATED, HEADLINE
 from .summary import Summary
-
-# The figures diff shows and gate checks, by prefix of the metric names in Summary.metrics().
-HEADLINE = ("init.rss", "init.peak", "first_step.rss", "first_step.peak", "steady.rss", "steady.peak", "peak",
-            "steady.glibc_in_use", "steady.glibc_free", "budget.live", "budget.rss_above_baseline",
-            "budget.unexplained", "budget.glibc_free_retained", "budget.not_attributed",
-            "budget.rss_after_trim_above_baseline")
-GROUPS = (("phases", HEADLINE), ("roles", ("role.", "zero3.")), ("parts", ("part.",)), ("node", ("node.",)),
-          ("sites", ("site.",)))
-# What decides a verdict by default: the low-noise figures. Raw RSS of identical runs differs
-# by up to +-4 B/param (glibc retention); RSS after a final malloc_trim agrees within ~1 MiB
-# and the live-tensor census exactly (see FACTS), so those gate, the rest inform.
-GATED = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*", "zero3.*")
 
 
 @dataclass
@@ -116,7 +104,7 @@ class Result:
     gated: tuple[str, ...] = GATED
 
     def is_gated(self, metric: str) -> bool:
-        return any(fnmatch.fnmatchcase(metric, pattern) for pattern in self.gated)
+        return metrics.is_gated(metric, self.gated)
 
     def verdict(self) -> str:
         """Over the gated figures, by verdicts.overall: a "~" there cannot pass."""
@@ -150,9 +138,8 @@ def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float =
     comparisons: dict[str, list[stats.Comparison]] = {}
     if a.ok and b.ok:
         names = sorted({m for s in a.ok + b.ok for m in s["metrics"]})
-        for group, prefixes in GROUPS:
-            chosen = [m for m in names if m in prefixes] if group == "phases" else \
-                     [m for m in names if m.startswith(prefixes)]
+        for group in metrics.TABLE_GROUPS:
+            chosen = [m for m in names if metrics.group(m) == group]
             if group == "phases":
                 chosen.sort(key=HEADLINE.index)
             rows = []
@@ -169,3 +156,34 @@ def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float =
                         + (" (run with --trim-at-end for budget.rss_after_trim_above_baseline)"
                            if "budget.rss_after_trim_above_baseline" in gated else ""))
     return result
+
+
+@dataclass(frozen=True)
+class LimitCheck:
+    metric: str
+    limit: float
+    values: list[float]
+    verdict: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def check_limits(side: Side, limits: dict[str, float]) -> tuple[str, list[LimitCheck], list[str]]:
+    """A ceiling is broken only if every finished repeat is above it; mixed results are undecided."""
+    problems = [f"{side.name}: {len(side.failed)} of {len(side.summaries)} runs did not finish"] if side.failed else []
+    if side.never_took_effect():
+        problems.append(f"{side.name}: requested patch never took effect: {', '.join(side.never_took_effect())}")
+    checks = []
+    for metric, limit in limits.items():
+        values = side.samples(metric)
+        if not values:
+            checks.append(LimitCheck(metric, limit, [], verdicts.UNDECIDED, "not measured in these runs"))
+        elif all(v > limit for v in values):
+            checks.append(LimitCheck(metric, limit, values, verdicts.REGRESSION, f"every repeat above {limit}"))
+        elif any(v > limit for v in values):
+            checks.append(LimitCheck(metric, limit, values, verdicts.UNDECIDED, f"some repeats above {limit}"))
+        else:
+            checks.append(LimitCheck(metric, limit, values, verdicts.PASS, f"every repeat at or below {limit}"))
+    return verdicts.overall([c.verdict for c in checks], bool(problems) or not side.ok), checks, problems

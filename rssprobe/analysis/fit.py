@@ -2,9 +2,9 @@
 
 A size sweep gives, for each figure of `Summary.metrics()` (bytes per parameter above the
 run's own baseline), one point (params, bytes) per finished run. Least squares over all of
-them (scipy.stats.linregress) gives the slope in bytes per parameter and the fixed part in
-bytes, each with a t-based 95% interval; with n points there are n - 2 degrees of freedom,
-and with none left (two runs) there is no interval at all, which is said, not guessed.
+them (stats.linear_fit) gives the slope in bytes per parameter and the fixed part in bytes,
+each with a t-based 95% interval; with n points there are n - 2 degrees of freedom, and
+with none left (two runs) there is no interval at all, which is said, not guessed.
 
 Two sweeps are compared the standard way for two regression lines: the difference of the
 slopes and of the intercepts, with the residual variance pooled over both fits (the model
@@ -21,22 +21,18 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
+from .. import verdicts
 from . import stats
 
-LEVEL = 0.95
+LEVEL = stats.LEVEL
 MIB = 2**20
 # A fixed change smaller than this is not called. 8 MiB: twice the 4 MiB resolution the
 # known-answer test demonstrates on trimmed RSS, well above the kernel's per-CPU RSS
 # counter batching (<= 256 KB on 2 CPUs, 16 MiB only on 128-CPU hosts whose sweeps have
-# more sizes), and below what one step of raw RSS swings (8-32 MiB, see FACTS), so a
+# more sizes), and below what one step of raw RSS swings (8-32 MiB: README, "Noise"), so a
 # fixed cost a user could notice in one step is not waved through.
 FIXED_THRESHOLD = 8 * MIB
-
-
-def _t(dof: int) -> float | None:
-    return float(sps.t.ppf(0.5 + LEVEL / 2, dof)) if dof > 0 else None
 
 
 @dataclass(frozen=True)
@@ -59,28 +55,18 @@ class Fit:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def predict(self, params: float) -> float:
-        return self.fixed_bytes + self.slope_bytes_per_param * params
-
 
 def fit(figure: str, params: list[float], values: list[float]) -> Fit | None:
     """Least squares of values (bytes) on params; None with fewer than 2 distinct sizes."""
-    x, y = np.asarray(params, dtype="float64"), np.asarray(values, dtype="float64")
-    if len(x) != len(y):
-        raise ValueError(f"{figure}: {len(x)} sizes but {len(y)} values")
-    if len(np.unique(x)) < 2:
+    if len(params) != len(values):
+        raise ValueError(f"{figure}: {len(params)} sizes but {len(values)} values")
+    sizes = len(np.unique(np.asarray(params, dtype="float64")))
+    if sizes < 2:
         return None
-    r = sps.linregress(x, y)
-    residuals = y - (r.intercept + r.slope * x)
-    ssr = float(np.sum(residuals**2))
-    # constant y: linregress leaves the standard errors undefined (nan); an exact fit has none
-    se_slope, se_fixed = (0.0, 0.0) if ssr == 0 else (float(r.stderr), float(r.intercept_stderr))
-    worst = float(residuals[np.argmax(np.abs(residuals))])
-    dof = len(x) - 2
-    t = _t(dof)
-    return Fit(figure, len(x), len(np.unique(x)), float(r.slope), float(r.intercept),
-               None if t is None else t * se_slope, None if t is None else t * se_fixed,
-               dof, worst, ssr, float(x.mean()), float(np.sum((x - x.mean()) ** 2)))
+    f = stats.linear_fit(params, values)
+    t = stats.t_quantile(f.dof, LEVEL)
+    return Fit(figure, f.n, sizes, f.slope, f.intercept, None if t is None else t * f.se_slope,
+               None if t is None else t * f.se_intercept, f.dof, f.worst_residual, f.ssr, f.x_mean, f.sxx)
 
 
 def fit_all(points: list[tuple[int, dict[str, float]]]) -> list[Fit]:
@@ -121,13 +107,13 @@ class Delta:
 def _verdict(delta: float, interval: float | None, threshold: float, unit: str, scale: float) -> tuple[str, str]:
     shown = f"{delta / scale:+.2f}"
     if abs(delta) < threshold:
-        return "same", f"|change| {abs(delta) / scale:.2f} < threshold {threshold / scale:g} {unit}"
+        return verdicts.SAME, f"|change| {abs(delta) / scale:.2f} < threshold {threshold / scale:g} {unit}"
     if interval is None:
-        return "undecided", "no degrees of freedom left for an interval; run more sizes or repeats"
+        return verdicts.UNDECIDED, "no degrees of freedom left for an interval; run more sizes or repeats"
     if abs(delta) > interval:
-        word = "regression" if delta > 0 else "improvement"
+        word = verdicts.REGRESSION if delta > 0 else verdicts.IMPROVEMENT
         return word, f"{shown} ± {interval / scale:.2f} {unit} excludes 0 and passes {threshold / scale:g}"
-    return "~", f"{shown} ± {interval / scale:.2f} {unit} includes 0 (not significant)"
+    return verdicts.NOT_SIGNIFICANT, f"{shown} ± {interval / scale:.2f} {unit} includes 0 (not significant)"
 
 
 def compare(a: Fit, b: Fit, slope_threshold: float = stats.THRESHOLD,
@@ -135,7 +121,7 @@ def compare(a: Fit, b: Fit, slope_threshold: float = stats.THRESHOLD,
     """(slope, fixed) differences B - A with the residual variance pooled over both fits."""
     dof = a.dof + b.dof
     s2 = (a.ssr + b.ssr) / dof if dof > 0 else math.nan
-    t = _t(dof)
+    t = stats.t_quantile(dof, LEVEL)
     se_slope = math.sqrt(s2 * (1 / a.sxx + 1 / b.sxx)) if t else math.nan
     se_fixed = math.sqrt(s2 * (1 / a.n + a.x_mean**2 / a.sxx + 1 / b.n + b.x_mean**2 / b.sxx)) if t else math.nan
     out = []

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..scenario import EVENTS, Scenario
-from ..sites_config import short_name
+from ..config.scenario import EVENTS
+from .metrics import short_name
 from .stats import Estimate, mean_interval, slope_interval
 
 # what each event calls, for the headline "RSS per <action>"
@@ -112,14 +112,6 @@ def metrics(figures: dict[str, dict[str, Any]], slope: dict[str, Any] | None) ->
     if slope and slope.get("anon_bytes_per_param_per_step") is not None:
         out["growth.anon_per_step"] = slope["anon_bytes_per_param_per_step"]["value"]
     return out
-
-
-def known(scenario: Scenario) -> list[str]:
-    names = ["growth.per_step", "growth.anon_per_step"]
-    for name in EVENTS:
-        if getattr(scenario, name, None) is not None:
-            names += [f"event.{name}.retained", f"event.{name}.anon_retained", f"event.{name}.peak"]
-    return names
 
 
 def step_marks(by_kind: dict[str, list[dict[str, Any]]]) -> dict[int, list[str]]:

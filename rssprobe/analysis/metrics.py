@@ -1,43 +1,170 @@
-"""The names of the figures (Summary.metrics()), known before any run, to check a --metric up front.
+"""THE metric registry: every figure a run can have (Summary.metrics()), once, with what it is.
 
-A bisect, gate or scale that names a figure no run will measure should fail in a second
-with the close names, not after minutes of training.
+A figure is bytes per parameter above the run's own pre-model baseline unless its unit says otherwise.
+Each entry names a figure or a glob of figures and says
+
+* label    what a table calls it ("steady RSS"); short: a narrow column's heading ("steady")
+* group    the table diff and gate show it in (phases, roles, parts, node, sites); "" = JSON and gates only
+* gated    whether it decides a gate's verdict by default (the others inform)
+* exact    the same across identical runs (a census, a count) or near it (RSS after a final malloc_trim),
+           as opposed to noisy: raw RSS of identical runs differs by up to +-4 B/param from glibc's
+           retention (README, "Noise"), which is why only exact figures gate by default
+* headline shown in the phases table of diff and gate and in a group's table, in this order
+
+Summary.metrics() emits through registered() and refuses a name no entry covers; compare's gated figures
+and groups, a matrix's columns, bisect's advice, the ceilings' check and every table select from here.
+A new figure is added here first (README: "The contract").
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
+from dataclasses import dataclass
 
+from .. import contract
+from ..config import scenario as scenario_mod
+from ..config.scenario import Scenario
+from ..config.sites import for_scenario
 from ..errors import UserError
-from ..scenario import Scenario
-from ..sites_config import for_scenario, short_name
-from ..worker import memmap
-from ..worker.census import role_names
-from . import inrun
-from .summary import part_key
 
+B_PER_PARAM = "B/param"
+
+
+@dataclass(frozen=True)
+class Metric:
+    pattern: str
+    label: str
+    group: str = ""
+    gated: bool = False
+    exact: bool = False
+    headline: bool = False
+    unit: str = B_PER_PARAM
+    short: str = ""
+
+
+def _phase(name: str, label: str, short: str = "", headline: bool = True) -> Metric:
+    return Metric(name, label, "phases" if headline else "", headline=headline, short=short or label)
+
+
+# In order: a name takes the first entry whose pattern matches it; HEADLINE keeps this order.
+_HEADLINE_PHASES = (
+    _phase("init.rss", "RSS after deepspeed.initialize", "init"),
+    _phase("init.peak", "peak RSS during deepspeed.initialize"),
+    _phase("first_step.rss", "RSS after the first step", "first step"),
+    _phase("first_step.peak", "peak RSS in the first step"),
+    _phase("steady.rss", "steady RSS", "steady"),
+    _phase("steady.peak", "peak RSS of the steady steps"),
+    _phase("peak", "peak RSS", "peak"),
+    _phase("steady.glibc_in_use", "glibc in use, steady"),
+    _phase("steady.glibc_free", "glibc free-retained, steady"),
+)
+REGISTRY: tuple[Metric, ...] = (
+    *_HEADLINE_PHASES,
+    Metric("budget.live", "live buffers", "phases", gated=True, exact=True, headline=True, short="live"),
+    Metric("budget.rss_above_baseline", "RSS at the end", "phases", headline=True),
+    Metric("budget.unexplained", "RSS not explained by live buffers", "phases", headline=True),
+    Metric("budget.glibc_free_retained", "glibc free-retained at the end", "phases", headline=True),
+    Metric("budget.not_attributed", "RSS beyond the memory-map parts", "phases", headline=True),
+    Metric("budget.rss_after_trim_above_baseline", "RSS after a final trim", "phases", gated=True, exact=True,
+           headline=True, short="after trim"),
+    Metric("budget.malloc_trim_released", "released by malloc_trim(0) at the end"),
+    # the other phase figures: in JSON, gate-able by name, not in the tables
+    *(_phase(f"{p}.{k}", f"{p} {k}", headline=False) for p in ("init", "first_step", "steady", "end")
+      for k in ("rss", "peak", "glibc_in_use", "glibc_free")
+      if f"{p}.{k}" not in {m.pattern for m in _HEADLINE_PHASES}),
+    Metric("role.*", "live buffers of a census role", "roles", gated=True, exact=True),
+    Metric("zero3.*", "ZeRO-3 16-bit weights left gathered (a count)", "roles", gated=True, exact=True),
+    Metric("part.*", "RSS of a memory-map part", "parts"),
+    Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),
+    Metric("site.*", "a code site's retained or peak bytes", "sites"),
+    Metric("event.*", "RSS retained or peak per in-run event", unit="B/param per occurrence"),
+    Metric("growth.*", "RSS slope over the steps", unit="B/param per step"),
+)
+
+HEADLINE: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.headline)
+GATED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.gated)
+EXACT: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.exact)
+TABLE_GROUPS = ("phases", "roles", "parts", "node", "sites")  # diff's and gate's tables, in order
+# a campaign's table (matrix, plan): each cell's headline figures, and a patch's effect on the low-noise ones
+MATRIX_FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.live",
+                  "budget.rss_after_trim_above_baseline")
+PATCH_EFFECTS = ("steady.rss", "budget.rss_after_trim_above_baseline")
 POINTS = ("init", "first_step", "steady", "end")
-POINT_FIGURES = ("rss", "peak", "glibc_in_use", "glibc_free")
+SITE_PHASES = ("init", "first_step", "steady")
 BUDGET = ("live", "rss_above_baseline", "unexplained", "glibc_free_retained", "not_attributed",
           "malloc_trim_released", "rss_after_trim_above_baseline")
-SITE_PHASES = ("init", "first_step", "steady")
-# figures that exact (census) or near exact (RSS after a final malloc_trim) across identical runs
-EXACT = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*", "zero3.*")
+
+
+@functools.lru_cache(maxsize=4096)
+def lookup(name: str) -> Metric | None:
+    return next((m for m in REGISTRY if fnmatch.fnmatchcase(name, m.pattern)), None)
+
+
+def metric(name: str) -> Metric:
+    found = lookup(name)
+    if found is None:
+        raise KeyError(f"{name}: not a registered figure (rssprobe/analysis/metrics.py)")
+    return found
+
+
+def registered(figures: dict[str, float]) -> dict[str, float]:
+    """The figures as emitted, once every name is known to the registry (a ValueError names one that is not)."""
+    unknown = [name for name in figures if lookup(name) is None]
+    if unknown:
+        raise ValueError(f"unregistered figure(s) {', '.join(unknown[:3])}: add them to rssprobe/analysis/metrics.py")
+    return figures
+
+
+def group(name: str) -> str:
+    return metric(name).group
+
+
+def label(name: str) -> str:
+    """A figure's words: a part's own name (the contract's label), else its registry label."""
+    part = next((lbl for lbl, key in contract.PART_KEYS.items() if key == name), None)
+    return part or metric(name).label
+
+
+def columns(*names: str) -> dict[str, str]:
+    """name -> short heading, for a table of chosen figures (a matrix's columns)."""
+    return {name: metric(name).short or metric(name).label for name in names}
+
+
+def is_gated(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def short_name(path: str) -> str:
+    """A site's name in figures and tables: 'deepspeed.runtime...DeepSpeedZeroOptimizer.step' ->
+    'DeepSpeedZeroOptimizer.step'."""
+    return ".".join(path.split(".")[-2:])
+
+
+def part_key(label: str) -> str | None:
+    """A memory-map part's figure name (the contract declares it); None for a label it does not know."""
+    return contract.PART_KEYS.get(label)
 
 
 def known(scenario: Scenario) -> list[str]:
-    """Every figure name a run of this scenario can have."""
-    names = [f"{p}.{f}" for p in POINTS for f in POINT_FIGURES] + ["peak"] + [f"budget.{b}" for b in BUDGET]
-    names += [f"role.{name}" for name in role_names(scenario.zero.stage)] + ["role.other"]
-    names += [part_key(part) for part in memmap.PARTS]
+    """Every figure name a run of this scenario can have, known before any run (to check a --metric)."""
+    names = [f"{p}.{f}" for p in POINTS for f in ("rss", "peak", "glibc_in_use", "glibc_free")] + ["peak"]
+    names += [f"budget.{b}" for b in BUDGET]
+    names += [f"role.{name}" for name in contract.role_names(scenario.zero.stage)] + ["role.other"]
+    names += list(contract.PART_KEYS.values())
     if scenario.zero.stage == 3:
         names += ["zero3.gathered_after_backward", "zero3.gathered_after_step"]
     if scenario.world_size > 1:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
     names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
               for phase in SITE_PHASES for kind in ("retained", "peak")]
-    return names + inrun.known(scenario)
+    names += ["growth.per_step", "growth.anon_per_step"]
+    for name in scenario_mod.EVENTS:
+        if getattr(scenario, name, None) is not None:
+            names += [f"event.{name}.retained", f"event.{name}.anon_retained", f"event.{name}.peak"]
+    registered(dict.fromkeys(names, 0.0))
+    return names
 
 
 def check(flag: str, pattern: str, scenario: Scenario) -> None:
@@ -48,7 +175,3 @@ def check(flag: str, pattern: str, scenario: Scenario) -> None:
     close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)
     hint = f"close: {', '.join(close)}" if close else "e.g. " + ", ".join(n for n in names[:1] + list(EXACT[:2]))
     raise UserError(f"{flag} {pattern}: no such figure ({hint}; see `rssprobe show --format json`, 'metrics')")
-
-
-def is_exact(metric: str) -> bool:
-    return any(fnmatch.fnmatchcase(metric, p) for p in EXACT)

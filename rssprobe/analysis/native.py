@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..layout import MEMRAY_PHASES, memray_file
-from ..sites_config import short_name
+from ..contract import MEMRAY_PHASES, memray_file
+from ..store.reader import check_regular
+from .metrics import short_name
 
 KINDS = {"leaked": "get_leaked_allocation_records", "high_watermark": "get_high_watermark_allocation_records"}
 
@@ -54,6 +55,7 @@ def analyse(run_dir: Path, sites: list[str], top: int = 10) -> dict[str, Any] | 
     for phase, path in files.items():
         if not path.exists():
             continue
+        check_regular(path)  # memray opens it itself: a FIFO or a directory is refused here first
         reader = FileReader(path)
         try:
             out[phase] = {}

@@ -1,6 +1,10 @@
-"""Is a difference between two sets of repeats real? A threshold AND a rank/permutation test.
+"""THE statistics of rssprobe: t quantiles, means and spreads, intervals, least-squares fits, and whether a
+difference between two sets of repeats is real (a threshold AND a permutation test).
 
-As asv does: a change is called only if it is large enough to matter (a practical
+Every interval, every mean/sd and every slope any figure or table shows comes from here (analysis/fit.py
+fits a figure per size on top of linear_fit). A verdict is a word of rssprobe.verdicts.
+
+Whether a difference is real, as asv does: a change is called only if it is large enough to matter (a practical
 threshold in bytes per parameter) and the samples say the distributions differ. The test
 is an exact one-sided permutation test on the difference of means, which is exact for the
 small N of memory repeats and, unlike the Mann-Whitney U tables, handles ties (identical
@@ -18,10 +22,50 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .. import verdicts
 from ..verdicts import Verdict
 
 ALPHA = 0.05
 THRESHOLD = 0.25  # bytes per parameter
+LEVEL = 0.95  # every interval's confidence
+
+
+def t_quantile(dof: int, level: float = LEVEL) -> float | None:
+    """Student's t quantile for a two-sided `level` interval; None without degrees of freedom."""
+    return float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else None
+
+
+def mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    """(mean, sample sd) of repeats; None for what cannot be computed (no values; one value has no sd)."""
+    return (fmean(values) if values else None), (stdev(values) if len(values) > 1 else None)
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """y = intercept + slope x by least squares, with standard errors and what pooling two fits needs."""
+
+    slope: float
+    intercept: float
+    se_slope: float
+    se_intercept: float
+    n: int
+    dof: int
+    ssr: float  # sum of squared residuals
+    x_mean: float
+    sxx: float
+    worst_residual: float  # the largest |observed - fitted|, with its sign
+
+
+def linear_fit(x: list[float], y: list[float]) -> LinearFit:
+    """Least squares of y on x (scipy.stats.linregress); a constant y fits exactly (standard errors 0, not nan)."""
+    xs, ys = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
+    r = stats.linregress(xs, ys)
+    residuals = ys - (r.intercept + r.slope * xs)
+    ssr = float(np.sum(residuals**2))
+    se_slope, se_intercept = (0.0, 0.0) if ssr == 0 else (float(r.stderr), float(r.intercept_stderr))
+    return LinearFit(float(r.slope), float(r.intercept), se_slope, se_intercept, len(xs), len(xs) - 2, ssr,
+                     float(xs.mean()), float(np.sum((xs - xs.mean()) ** 2)),
+                     float(residuals[np.argmax(np.abs(residuals))]))
 
 
 @dataclass(frozen=True)
@@ -62,25 +106,26 @@ def compare(metric: str, a: list[float], b: list[float], threshold: float = THRE
     """Compare B against A for a metric where higher is worse (memory)."""
     if not a or not b:
         raise ValueError(f"{metric}: no samples")
-    mean_a, mean_b = fmean(a), fmean(b)
+    (mean_a, sd_a), (mean_b, sd_b) = mean_sd(a), mean_sd(b)
+    assert mean_a is not None and mean_b is not None
     delta = mean_b - mean_a
-    sd_a = stdev(a) if len(a) > 1 else None
-    sd_b = stdev(b) if len(b) > 1 else None
     decidable = smallest_p(len(a), len(b)) <= alpha
     p_up = _p(a, b, "greater") if decidable else None
     p_down = _p(a, b, "less") if decidable else None
+    verdict: Verdict
     if abs(delta) < threshold:
-        verdict, reason = "same", f"|change| {abs(delta):.2f} < threshold {threshold}"
+        verdict, reason = verdicts.SAME, f"|change| {abs(delta):.2f} < threshold {threshold}"
     elif not decidable:
-        verdict, reason = "undecided", (f"{len(a)} vs {len(b)} repeats cannot reach p <= {alpha} "
-                                        f"(smallest p {smallest_p(len(a), len(b)):.3f}); run more repeats")
+        verdict, reason = verdicts.UNDECIDED, (f"{len(a)} vs {len(b)} repeats cannot reach p <= {alpha} "
+                                               f"(smallest p {smallest_p(len(a), len(b)):.3f}); run more repeats")
     elif delta > 0 and p_up is not None and p_up <= alpha:
-        verdict, reason = "regression", f"+{delta:.2f} >= {threshold} and p = {p_up:.3f} <= {alpha}"
+        verdict, reason = verdicts.REGRESSION, f"+{delta:.2f} >= {threshold} and p = {p_up:.3f} <= {alpha}"
     elif delta < 0 and p_down is not None and p_down <= alpha:
-        verdict, reason = "improvement", f"{delta:.2f} and p = {p_down:.3f} <= {alpha}"
+        verdict, reason = verdicts.IMPROVEMENT, f"{delta:.2f} and p = {p_down:.3f} <= {alpha}"
     else:
         p = p_up if delta > 0 else p_down
-        verdict, reason = "~", f"change {delta:+.2f} passes the threshold but is not significant (p = {p:.3f})"
+        verdict, reason = verdicts.NOT_SIGNIFICANT, (f"change {delta:+.2f} passes the threshold but is not "
+                                                     f"significant (p = {p:.3f})")
     return Comparison(metric, len(a), len(b), mean_a, mean_b, sd_a, sd_b, delta, p_up, p_down, verdict, reason)
 
 
@@ -100,14 +145,15 @@ class PairedRatio:
         return max(self.high / self.ratio - 1, 1 - self.low / self.ratio)
 
 
-def paired_ratio(a: list[float], b: list[float], confidence: float = 0.95) -> PairedRatio:
+def paired_ratio(a: list[float], b: list[float], confidence: float = LEVEL) -> PairedRatio:
     """b[i] / a[i] over pairs measured side by side: Student's t interval on the mean of the log ratios
     (pairs are independent, their log ratios near-normal; the log keeps on/off and off/on symmetric)."""
     if len(a) != len(b) or len(a) < 2:
         raise ValueError("paired_ratio: needs two or more pairs")
     logs = np.log(np.asarray(b, dtype=float) / np.asarray(a, dtype=float))
     mean, sem = float(logs.mean()), float(logs.std(ddof=1) / np.sqrt(len(logs)))
-    t = float(stats.t.ppf(0.5 + confidence / 2, len(logs) - 1))
+    t = t_quantile(len(logs) - 1, confidence)
+    assert t is not None
     return PairedRatio(float(np.exp(mean)), float(np.exp(mean - t * sem)), float(np.exp(mean + t * sem)),
                        len(logs), confidence)
 
@@ -131,27 +177,30 @@ class Estimate:
         return asdict(self)
 
 
-def mean_interval(values: list[float], confidence: float = 0.95) -> Estimate:
+def mean_interval(values: list[float], confidence: float = LEVEL) -> Estimate:
     """Mean with a Student t interval (no interval from one sample)."""
-    mean = fmean(values)
-    if len(values) < 2:
+    mean, sd = mean_sd(values)
+    assert mean is not None, "a mean needs a value"
+    t = t_quantile(len(values) - 1, confidence)
+    if t is None or sd is None:
         return Estimate(mean, None, None, len(values), confidence)
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * stdev(values) / len(values) ** 0.5
+    half = t * sd / len(values) ** 0.5
     return Estimate(mean, mean - half, mean + half, len(values), confidence)
 
 
-def slope_interval(x: list[float], y: list[float], confidence: float = 0.95) -> Estimate:
+def slope_interval(x: list[float], y: list[float], confidence: float = LEVEL) -> Estimate:
     """Least-squares slope of y on x with a t interval on n - 2 degrees of freedom (none below 3 points)."""
     if len(x) < 2:
         raise ValueError("a slope needs two points")
-    fit = stats.linregress(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
-    if len(x) < 3:
-        return Estimate(float(fit.slope), None, None, len(x), confidence)
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 2)) * float(fit.stderr)
-    return Estimate(float(fit.slope), float(fit.slope) - half, float(fit.slope) + half, len(x), confidence)
+    fit = linear_fit(x, y)
+    t = t_quantile(fit.dof, confidence)
+    if t is None:
+        return Estimate(fit.slope, None, None, len(x), confidence)
+    half = t * fit.se_slope
+    return Estimate(fit.slope, fit.slope - half, fit.slope + half, len(x), confidence)
 
 
-def interval(a: list[float], b: list[float], level: float = 0.95) -> float | None:
+def interval(a: list[float], b: list[float], level: float = LEVEL) -> float | None:
     """Half-width of a Welch t interval for mean(b) - mean(a); None with fewer than 2 repeats a side."""
     if len(a) < 2 or len(b) < 2:
         return None

@@ -8,19 +8,18 @@ since import costs differ between versions by tens of MiB and are not per-parame
 from __future__ import annotations
 
 import functools
-import re
 from statistics import fmean
 from typing import Any
 
-from ..rundata import INCOMPLETE, check_native, read_json_object
-from ..sites_config import short_name
-from ..storage import NATIVE, RunDir
-from ..worker.census import partitioned_roles
-from ..worker.glibc import in_use
-from . import inrun
+from .. import contract
+from ..contract import NATIVE, glibc_in_use, partitioned_roles
+from ..store.judgement import INCOMPLETE
+from ..store.rundir import RunDir, read_native
+from . import inrun, metrics, stats
 from .hostsplit import split as host_device_split
+from .metrics import short_name
 
-SITE_PHASES = ("init", "first_step", "steady")
+SITE_PHASES = metrics.SITE_PHASES
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}  # a scenario precision's bytes per element
 
 
@@ -36,11 +35,6 @@ def _window_mean(got: list[dict[str, Any]], n: int, key: str) -> float | None:
     return sum(values) / n
 
 
-def part_key(name: str) -> str:
-    """A part's name in the metric vocabulary: 'file: libtorch_cpu.so' -> 'part.file_libtorch_cpu_so'."""
-    return "part." + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
 def _sub(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
@@ -52,7 +46,7 @@ class Summary:
         self.run, self.rank = run, rank
         self.manifest = run.manifest()
         self.events = run.events(rank)
-        # an ok the events do not back is "incomplete", with the reason (rssprobe.rundata)
+        # an ok the events do not back is "incomplete", with the reason (rssprobe.store.judgement)
         self.status, self.error, self.gaps = run.judged(self.manifest)
         self.by_kind: dict[str, list[dict[str, Any]]] = {}
         for e in self.events:
@@ -91,7 +85,8 @@ class Summary:
         return {
             "rss": self.bpp(mean([e["rss"] - base["rss"] for e in events])),
             "peak": self.bpp(max(e["peak"] for e in events) - base["rss"]),
-            "glibc_in_use": self.bpp(mean([_sub(in_use(e["mallinfo"]), in_use(base["mallinfo"])) for e in events])),
+            "glibc_in_use": self.bpp(mean([_sub(glibc_in_use(e["mallinfo"]), glibc_in_use(base["mallinfo"]))
+                                           for e in events])),
             "glibc_free": self.bpp(mean([_sub(_free(e["mallinfo"]), _free(base["mallinfo"])) for e in events])),
         }
 
@@ -138,8 +133,7 @@ class Summary:
         trim = self._first("trim_at_end")
         if at == "end" and trim is not None:
             # under jemalloc/tcmalloc malloc_trim is not glibc's to call (its answer is None): not available, not 0
-            # ("returned" is the field's name in runs made before it was renamed)
-            answer = trim.get("released_any", trim.get("returned"))
+            answer = trim.get("released_any")
             out["malloc_trim_released_bytes_per_param"] = None if answer is None \
                 else self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
             out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
@@ -199,8 +193,7 @@ class Summary:
                     "calls": sum(g["calls"] for g in got) / n,
                     "retained_bytes_per_param": self.bpp(avg("retained")),
                     "exclusive_bytes_per_param": self.bpp(avg("retained_excl")),
-                    # "peak" is the key in runs made before it was renamed
-                    "peak_bytes_per_param": self.bpp(max(g.get("peak_above_entry", g.get("peak", 0)) for g in got)),
+                    "peak_bytes_per_param": self.bpp(max(g.get("peak_above_entry", 0) for g in got)),
                     "glibc_in_use_bytes_per_param": self.bpp(avg("inuse")),
                     "glibc_free_bytes_per_param": self.bpp(avg("free")),
                 })
@@ -218,19 +211,17 @@ class Summary:
 
     def sites_steady(self) -> str:
         """'light' (from step 2 on no glibc reads at sites, per-parameter sites pass through) or 'full'
-        (every call, every figure: also runs made before the choice existed)."""
+        (every call, every figure; store/upgrade.py says so for runs made before the choice existed)."""
         e = self._first("sites")
         return (e.get("steady") if e else None) or "full"
 
     # ---- interventions ------------------------------------------------------------------
     def interventions(self) -> list[dict[str, Any]]:
-        from ..worker.interventions import REGISTRY, parse
-
         effects = self.manifest.get("effects") or {}
         out = []
         for spec in self.manifest.get("patches", []):
-            name, _options = parse(spec)
-            entry = REGISTRY.get(name)
+            name, _options = contract.parse(spec)
+            entry = contract.INTERVENTIONS.get(name)
             effect = effects.get(name, {})
             count = effect.get(entry.counter, 0) if entry else 0
             out.append({"name": name, "spec": spec, "counter": entry.counter if entry else None,
@@ -264,8 +255,9 @@ class Summary:
                 if value is not None:
                     out[f"role.{role}"] = value
             for name, part in budget.get("parts", {}).items():
-                if part["bytes_per_param"] is not None:
-                    out[part_key(name)] = part["bytes_per_param"]
+                key = metrics.part_key(name)  # a label the contract does not declare has no figure
+                if key is not None and part["bytes_per_param"] is not None:
+                    out[key] = part["bytes_per_param"]
             if budget.get("not_attributed_bytes_per_param") is not None:
                 out["budget.not_attributed"] = budget["not_attributed_bytes_per_param"]
         out.update(self.zero3_gathered_metrics())
@@ -282,12 +274,12 @@ class Summary:
                 if value is not None:
                     out[f"site.{row['name']}.{row['phase']}.{key}"] = value
         out.update(inrun.metrics(self.inrun_events(), self.growth()))
-        return out
+        return metrics.registered(out)
 
     # ---- ZeRO stage ----------------------------------------------------------------------
     def zero(self) -> dict[str, Any]:
-        """The ZeRO stage and offloads the run used (its manifest's scenario; runs made before stages 1 and 3
-        were accepted were all stage 2 with the optimizer offloaded)."""
+        """The ZeRO stage and offloads the run used (its manifest's scenario; store/upgrade.py gives runs made
+        before stages 1 and 3 were accepted their stage 2 with the optimizer offloaded)."""
         z = (self.manifest.get("scenario") or {}).get("zero") or {}
         return {"stage": z.get("stage", 2), "offload_optimizer": z.get("offload_optimizer", "cpu"),
                 "offload_param": z.get("offload_param")}
@@ -404,7 +396,7 @@ class Summary:
         path = self.run.path / NATIVE
         if not path.exists():
             return None
-        data = check_native(path, read_json_object(path, "native view"))
+        data = read_native(path)
         for kinds in data.values():
             for rows in kinds.values():
                 for row in rows:
@@ -416,3 +408,18 @@ class Summary:
         if last is None or last.get("cuda") is None:
             return "not available: no CUDA device in this process"
         return "measured"
+
+
+def across(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A group's headline figures and parts of RSS across its finished repeats: mean, sd, min, max."""
+    ok = [s for s in summaries if s["status"] == "ok"]
+    parts = sorted({m for s in ok for m in s["metrics"] if m.startswith("part.")},
+                   key=lambda m: -max(abs(s["metrics"].get(m, 0)) for s in ok))
+    rows = []
+    for figure in (*metrics.HEADLINE, *parts):
+        values = [s["metrics"][figure] for s in ok if figure in s["metrics"]]
+        if values:
+            mean, sd = stats.mean_sd(values)
+            rows.append({"figure": figure, "mean": mean, "sd": sd, "min": min(values), "max": max(values),
+                         "n": len(values)})
+    return rows

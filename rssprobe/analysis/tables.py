@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from ..errors import UserError
+from ..store import reader
 
 MALLINFO = ("arena", "hblkhd", "uordblks", "fordblks", "keepcost")
 SMAPS = ("pss", "uss", "anonymous", "file_backed", "pss_anon", "pss_file")
@@ -55,3 +60,12 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
     frame["events"] = pd.Series([",".join(marks.get(int(s), [])) for s in frame["step"]], dtype="string")
     return frame
 
+
+
+def read_steps(path: Path) -> pd.DataFrame:
+    """A run's steps.parquet, read through the damaged-file reader; UserError when it is not a table."""
+    data = reader.read_bytes(path)
+    try:
+        return pd.read_parquet(io.BytesIO(data))
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise UserError(f"{path}: unreadable per-step table ({e})") from None

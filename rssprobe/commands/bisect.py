@@ -12,9 +12,11 @@ from pathlib import Path
 
 import click
 
-from .. import envs, groups
-from ..bisection.probes import DEFAULT_METRIC
-from ..bisection.run import BisectRequest, bisect
+from .. import envs
+from ..campaign.bisect.probes import DEFAULT_METRIC
+from ..campaign.bisect.run import BisectRequest, bisect
+from ..contract import STEADY_MALLOC_ENV
+from ..reporters import show
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, python_options, scenario_sets
 
@@ -42,7 +44,7 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--out", type=click.Path(path_type=Path), help="Directory for the runs (default reports/bisect/...).")
 @fresh_option
 @click.option("--keep-envs", is_flag=True, help="With --deepspeed-src: keep the per-revision environments.")
-@malloc_env_option("glibc knob for every run (default MALLOC_MMAP_THRESHOLD_=65536: a fixed mmap threshold).")
+@malloc_env_option(common_args.STEADY_HELP)
 @python_options
 @pip_flags
 @format_option()
@@ -53,10 +55,12 @@ def command(scenario_ref: str, ds_list: str | None, torch_list: str | None, comp
             malloc_env: tuple[str, ...], env_ref: str | None, python: str | None, find_links: tuple[str, ...],
             index_url: str | None, fmt: str) -> None:
     """Find what moved METRIC: a version, a patch component, or a commit."""
-    sys.exit(bisect(BisectRequest(
+    outcome = bisect(BisectRequest(
         scenario_ref=scenario_ref, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
         components=components, deepspeed_src=deepspeed_src, good=good, bad=bad, limits=limits, limit=limit,
         metric=metric, direction=direction, repeat=repeat, retries=retries, threshold=threshold, alpha=alpha,
         sets=common_args.sets_of(overrides, steps), out=out, fresh=fresh, keep_envs=keep_envs, env_ref=env_ref,
-        python=python, malloc_env=common_args.malloc_env(malloc_env, groups.STEADY_MALLOC_ENV),
-        pip=envs.pip_options(find_links, index_url), fmt=fmt)))
+        python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
+        pip=envs.pip_options(find_links, index_url)))
+    show.bisect(outcome.data, fmt)
+    sys.exit(outcome.exit_code)

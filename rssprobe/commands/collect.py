@@ -7,14 +7,17 @@ from pathlib import Path
 
 import click
 
-from .. import groups, launcher
-from ..reporters.output import show_entry
+from ..reporters import show
+from ..run import launch
+from ..run.group import exit_code
+from ..workflows import inspect
 
 
 @click.command("collect")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def command(run_dir: Path) -> None:
     """Read every rank's events in RUN_DIR, write its tables and final status, show the summary."""
-    result = launcher.collect(run_dir)
-    show_entry(result.run, "terminal")
-    sys.exit(groups.exit_code(result.status))
+    result = launch.collect(run_dir)
+    shown = inspect.entry(result.run)
+    show.view(shown.kind, shown.data, "terminal", log_tail=shown.log_tail)
+    sys.exit(exit_code(result.status))

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..analysis import stats
+from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
 
@@ -62,6 +63,10 @@ def format_option(choices: list[str] | None = None) -> Callable[[F], F]:
     return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default="terminal")
 
 
+STEADY_HELP = ("glibc knob for every run (default " + " ".join(f"{k}={v}" for k, v in STEADY_MALLOC_ENV.items())
+               + ": a fixed mmap threshold).")
+
+
 def malloc_env_option(help: str = "glibc knob, e.g. MALLOC_ARENA_MAX=2 (repeatable).") -> Callable[[F], F]:
     return click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help=help)
 
@@ -69,6 +74,12 @@ def malloc_env_option(help: str = "glibc knob, e.g. MALLOC_ARENA_MAX=2 (repeatab
 def scenario_sets(f: F) -> F:
     f = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")(f)
     return click.option("--steps", type=int, help="Shortcut for --set steps=N.")(f)
+
+
+def shard_option(f: F) -> F:
+    return click.option("--shard", metavar="K/N", help="Run only the K-th of N shares of the campaign's groups (a "
+                        "stable assignment: machines 1..N together run each group once); join the shards' "
+                        "directories with `rssprobe merge`.")(f)
 
 
 def fresh_option(f: F) -> F:

@@ -7,8 +7,9 @@ import sys
 import click
 
 from .. import verdicts
-from ..analysis.compare import GATED
-from ..reporters.output import compare_refs
+from ..analysis.metrics import GATED
+from ..reporters import show
+from ..workflows import inspect
 from .common_args import alpha_option, format_option, threshold_option
 
 
@@ -28,6 +29,7 @@ def command(a_ref: str, b_ref: str, threshold: float, alpha: float, fmt: str, al
 
     Exit 0 once shown; 125 (undecided) when a side cannot be compared: a failed or incomplete run, a patch
     that never took effect, no gated figure in both. A verdict on the figures is the gate's to exit on."""
-    result = compare_refs(a_ref, b_ref, threshold, alpha, force, tuple(metrics) or GATED, fmt, all_sites)
-    if result["problems"]:
+    result = inspect.refs(a_ref, b_ref, threshold, alpha, force, tuple(metrics) or GATED)
+    show.compared(result.kind, result.data, fmt, all_sites)
+    if result.data["problems"]:
         sys.exit(verdicts.exit_code("undecided"))

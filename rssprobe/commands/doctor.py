@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from .. import doctor, host
 from ..reporters import terminal, views
+from ..run import host
+from ..workflows import doctor
 
 
 @click.command("doctor")

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import click
 
-from .. import ci
-from ..analysis.compare import GATED
+from ..analysis.metrics import GATED
 from ..errors import UserError
+from ..reporters import gate as published
+from ..workflows import gate
 from . import common_args
 from .common_args import format_option, malloc_env_option
 
@@ -49,8 +50,10 @@ def command(scenario_ref: str | None, scenario_opt: str | None, reference: str |
     """Decide pass / regression / undecided; exit 0 / 1 / 125."""
     if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
         raise UserError(f"gate: two scenarios given ({scenario_ref}, {scenario_opt})")
-    sys.exit(ci.gate(ci.GateRequest(
+    result = gate.gate(gate.GateRequest(
         scenario_ref=scenario_ref or scenario_opt, reference=reference, candidate=candidate, run=do_run,
         limits=limits, repeat=repeat, patched=patched, patches=list(patches), patch_files=list(patch_files),
         sets=list(overrides), malloc_env=common_args.malloc_env(malloc_env), metrics=metrics, threshold=threshold,
-        alpha=alpha, junit_file=junit_file, fmt=fmt, force=force)))
+        alpha=alpha, junit_file=junit_file, force=force))
+    published.show(result.kind, result.data, result.cases, fmt, junit_file)
+    sys.exit(result.exit_code)

@@ -1,4 +1,5 @@
-"""rssprobe matrix: one run group per cell of torch x deepspeed x patch x allocator, resumable."""
+"""rssprobe matrix: one run group per cell of torch x deepspeed x patch x allocator (or a plan's cells), resumable
+and shardable (--shard K/N runs the K-th share; `rssprobe merge` joins the shards)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from pathlib import Path
 
 import click
 
-from .. import envs, groups
-from ..matrix import plan, planrun, workflow
+from .. import envs
+from ..campaign import matrix, plan
+from ..config.plan import load
+from ..contract import STEADY_MALLOC_ENV
+from ..reporters import show
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, scenario_sets
 
@@ -34,29 +38,34 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--retry-failed", is_flag=True, help="Run again the cells in which a run failed.")
 @fresh_option
 @click.option("--python", metavar="PATH", help="One worker Python for every cell (instead of --torch/--deepspeed).")
-@malloc_env_option("glibc knob for every run (default MALLOC_MMAP_THRESHOLD_=65536: a fixed mmap threshold).")
+@common_args.shard_option
+@malloc_env_option(common_args.STEADY_HELP)
 @pip_flags
 @format_option()
 def command(scenario_ref: str | None, plan_file: Path | None, with_optional: tuple[str, ...],
             torch_versions: tuple[str, ...], ds_versions: tuple[str, ...],
             patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int, steps: int | None,
             overrides: tuple[str, ...], out: Path | None, dry_run: bool, retry_failed: bool, fresh: bool,
-            python: str | None, malloc_env: tuple[str, ...], find_links: tuple[str, ...], index_url: str | None,
-            fmt: str) -> None:
+            python: str | None, shard: str | None, malloc_env: tuple[str, ...], find_links: tuple[str, ...],
+            index_url: str | None, fmt: str) -> None:
     """Run SCENARIO over the cartesian product of versions, patches and allocators; one table at the end.
 
-    With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/matrix/plan.py)."""
+    With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/config/plan.py)."""
     if plan_file is not None:
         if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python:
             raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
-                                   "--out, --dry-run, --optional, --retry-failed, --fresh, --format and pip options")
-        sys.exit(planrun.run(plan.load(plan_file), out, frozenset(with_optional), dry_run, retry_failed, fresh,
-                             envs.pip_options(find_links, index_url), fmt))
-    if scenario_ref is None:
+                                   "--out, --dry-run, --optional, --retry-failed, --fresh, --shard, --format and "
+                                   "pip options")
+        outcome = plan.run(load(plan_file), out, frozenset(with_optional), dry_run, retry_failed, fresh,
+                           envs.pip_options(find_links, index_url), shard)
+    elif scenario_ref is None:
         raise click.UsageError("give SCENARIO or --plan FILE")
-    sys.exit(workflow.run(workflow.MatrixRequest(
-        scenario_ref=scenario_ref, sets=common_args.sets_of(overrides, steps), torch=list(torch_versions),
-        deepspeed=list(ds_versions), patches=list(patches), allocators=list(allocators), repeat=repeat, out=out,
-        dry_run=dry_run, retry_failed=retry_failed, fresh=fresh, python=python,
-        malloc_env=common_args.malloc_env(malloc_env, groups.STEADY_MALLOC_ENV),
-        pip=envs.pip_options(find_links, index_url), fmt=fmt)))
+    else:
+        outcome = matrix.run(matrix.MatrixRequest(
+            scenario_ref=scenario_ref, sets=common_args.sets_of(overrides, steps), torch=list(torch_versions),
+            deepspeed=list(ds_versions), patches=list(patches), allocators=list(allocators), repeat=repeat, out=out,
+            dry_run=dry_run, retry_failed=retry_failed, fresh=fresh, python=python,
+            malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
+            pip=envs.pip_options(find_links, index_url), shard=shard))
+    show.view(outcome.kind, outcome.data, fmt)
+    sys.exit(outcome.exit_code)

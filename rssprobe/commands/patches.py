@@ -1,10 +1,10 @@
-"""rssprobe patches: the interventions and patch sets that exist."""
+"""rssprobe patches: the interventions and patch sets that exist (as rssprobe.contract declares them)."""
 
 from __future__ import annotations
 
 import click
 
-from ..worker.interventions import REGISTRY, SETS
+from ..contract import INTERVENTIONS, SETS
 
 
 @click.command("patches")
@@ -13,8 +13,8 @@ def command(show_all: bool) -> None:
     """List interventions (--patch NAME) and patch sets, one line each."""
     for name, members in SETS.items():
         click.echo(f"{name:24} set: {' + '.join(members)}")
-    for name, i in REGISTRY.items():
+    for name, i in INTERVENTIONS.items():
         if show_all or not i.testing:
             click.echo(f"{name:24} {i.description}")
-            for opt, text in i.options.items():
-                click.echo(f"{'':24}   {opt}: {text}")
+            for option in i.options:
+                click.echo(f"{'':24}   {option.name}: {option.describe()}")

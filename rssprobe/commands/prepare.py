@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .. import multinode
+from ..run import multinode
 
 
 @click.command("prepare")

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from ..reporters.report import write_report
+from ..reporters import report as page
+from ..workflows import report
+
+
+def write_report(refs: list[str], out: Path | None = None, html_file: Path | None = None,
+                 all_sites: bool = False) -> page.Written:
+    """The report for refs; HTML to html_file, else out/report.html, else reports/report-<stamp>.html."""
+    return page.write(report.collect(refs, out, html_file), all_sites)
 
 
 @click.command("report")
@@ -17,7 +24,8 @@ from ..reporters.report import write_report
               help="Write the HTML page to this file (default: reports/report-<timestamp>.html).")
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
 def command(run_refs: tuple[str, ...], out: Path | None, html_file: Path | None, all_sites: bool) -> None:
-    """Report on RUN... (run directories, ids under reports/runs, or 'latest'): charts and tables, one HTML file."""
+    """Report on RUN... (run directories, groups, scale or campaign directories, ids under reports/runs, or
+    'latest'): charts and tables, one HTML file."""
     written = write_report(list(run_refs), out, html_file, all_sites)
     click.echo(f"HTML report: {written.html}")
     if written.markdown is not None:

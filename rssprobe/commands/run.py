@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from .. import groups
+from ..reporters import show
+from ..run.group import TRIM_AT_END
+from ..workflows import run
 from . import common_args
 
 
@@ -24,8 +26,11 @@ def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], wo
             repeat: int, env_ref: str | None, python: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
-                               *([groups.TRIM_AT_END] if trim_at_end else []))
-    sys.exit(groups.start(groups.Start(
+                               *([TRIM_AT_END] if trim_at_end else []))
+    started = run.start(run.Start(
         scenario_ref=scenario_ref, sets=sets, out=out, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        label=label, memray=use_memray, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv))))
+        label=label, memray=use_memray, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)))
+    show.view(started.view.kind, started.view.data, "terminal", log_tail=started.view.log_tail)
+    click.echo(f"{started.view.kind} directory: {started.found.path}", err=True)
+    sys.exit(started.exit_code)

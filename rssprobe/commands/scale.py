@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from .. import groups, scale
+from ..campaign import scale
+from ..reporters import show
+from ..run.group import TRIM_AT_END, Start
 from . import common_args
 
 
@@ -19,15 +21,19 @@ from . import common_args
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Scale directory (default reports/scale/<scenario>-<label>-<hash>); rerunning resumes it.")
 @common_args.fresh_option
+@common_args.shard_option
 @common_args.format_option()
 def command(scenario_ref: str, params_text: str, steps: int | None, overrides: tuple[str, ...],
             world_size: int | None, baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
-            repeat: int, env_ref: str | None, python: str | None, out: Path | None, fresh: bool, fmt: str) -> None:
+            repeat: int, env_ref: str | None, python: str | None, out: Path | None, fresh: bool, shard: str | None,
+            fmt: str) -> None:
     """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params."""
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
-                               groups.TRIM_AT_END)
-    sys.exit(scale.sweep(scale.parse_sizes(params_text), groups.Start(
+                               TRIM_AT_END)
+    outcome = scale.sweep(scale.parse_sizes(params_text), Start(
         scenario_ref=scenario_ref, sets=sets, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, fmt))
+        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard)
+    show.scale(outcome.data, fmt)
+    sys.exit(outcome.exit_code)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..reporters.output import show_ref
+from ..reporters import show
+from ..workflows import inspect
 from .common_args import format_option
 
 
@@ -14,5 +15,6 @@ from .common_args import format_option
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
 @click.option("--rank", default=0, show_default=True, help="Which rank's tables (multi-rank runs).")
 def command(ref: str, fmt: str, all_sites: bool, rank: int) -> None:
-    """Show RUN (a run, group or scale directory, an id under reports/runs, or 'latest')."""
-    show_ref(ref, fmt, all_sites, rank)
+    """Show RUN (a run, a group, a scale, matrix or plan directory, an id under reports/runs, or 'latest')."""
+    found = inspect.view(ref, rank)
+    show.view(found.kind, found.data, fmt, all_sites, found.log_tail)

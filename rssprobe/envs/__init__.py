@@ -1,17 +1,17 @@
 """Isolated environments for other torch / DeepSpeed versions: one venv per spec, built once.
 
-An environment lives under layout.envs_root()/<name> (default: the cache dir's envs/); its
+An environment lives under store.layout.envs_root()/<name> (default: the cache dir's envs/); its
 name is derived from the spec (torch2.13.0-ds0.19.8), so the same spec always finds the same
 venv. A marker file is written only after every install step succeeded: a directory without
 it is a half-made env and is rebuilt. The worker needs only torch, DeepSpeed, ninja and
 psutil there, since the launcher puts this checkout on its PYTHONPATH. Each env compiles
-DeepSpeed's ops once into its own cache directory (host.ops_cache_dir keys by env).
+DeepSpeed's ops once into its own cache directory (run/host.ops_cache_dir keys by env).
 
 spec: parsing a spec; store: the envs on disk and their lock; build: making one;
 resolve: which Python --env/--python/--torch/--deepspeed mean.
 """
 
-from ..layout import envs_root
+from ..store.layout import envs_root
 from .build import create
 from .resolve import for_versions, pip_options, resolve_python
 from .spec import EnvSpec, Source

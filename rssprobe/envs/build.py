@@ -11,9 +11,10 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import host, storage
 from ..errors import UserError
-from ..layout import envs_root
+from ..run import host
+from ..store.layout import envs_root
+from ..store.writer import now_iso, write_json_atomic
 from .spec import EnvSpec, Source
 from .store import MARKER, Env, lock
 
@@ -67,9 +68,9 @@ def _build(spec: EnvSpec, env: Env, pip_options: tuple[str, ...], log: Log) -> N
         log(f"{env.name}: installing {' '.join(packages)}")
         _call([*pip, *pip_options, *packages], what, f"installing {label}", failed_log, extra_env)
     versions = {name: host.package_version(name, env.python) for name in ("torch", "deepspeed")}
-    storage.write_json_atomic(env.path / MARKER, {
+    write_json_atomic(env.path / MARKER, {
         "name": env.name, "spec": spec.canonical(), "python": env.python, "versions": versions,
-        "pip_options": list(pip_options), "created": storage.now_iso(), "builder": "uv" if uv else "pip"})
+        "pip_options": list(pip_options), "created": now_iso(), "builder": "uv" if uv else "pip"})
     log(f"{env.name}: ready (torch {versions['torch']}, deepspeed {versions['deepspeed']})")
 
 

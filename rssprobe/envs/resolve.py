@@ -6,9 +6,9 @@ import os
 import shutil
 import sys
 
-from .. import host
 from ..errors import UserError
-from ..layout import envs_root
+from ..run import host
+from ..store.layout import envs_root
 from .build import Log, create
 from .spec import EnvSpec
 from .store import find, is_name

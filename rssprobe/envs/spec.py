@@ -9,8 +9,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .. import layout
 from ..errors import UserError
+from ..store import layout
 
 MAX_NAME = 40
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -12,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import layout
 from ..errors import UserError
-from ..layout import envs_root
+from ..store import layout, reader
+from ..store.layout import envs_root
 from .spec import EnvSpec
 
 MARKER = layout.ENV_MARKER
@@ -30,7 +29,7 @@ class Env:
         return str(self.path / "bin" / "python")
 
     def info(self) -> dict[str, Any]:
-        return json.loads((self.path / MARKER).read_text())
+        return reader.read_json_object(self.path / MARKER, "environment marker")
 
     @property
     def ready(self) -> bool:

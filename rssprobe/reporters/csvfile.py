@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .views import Table
+from .table import Table
 
 
 def render(tables: list[Table]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import verdicts
-from .views import Table, bpp
+from .table import Table, bpp
 
 
 def _p(c: dict[str, Any]) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import views
 from .plots import Chart, run_name
-from .views import Table
+from .table import Table
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;

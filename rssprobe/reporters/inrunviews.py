@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .views import NA, Table, bpp, mib
+from .table import NA, Table, bpp, mib
 
 
 def _ci(e: dict[str, Any] | None, fmt: Any) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .views import Table
+from .table import Table
 
 
 def table(t: Table) -> str:

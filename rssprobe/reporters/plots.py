@@ -19,7 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..worker.glibc import IN_USE, in_use
+from ..contract import IN_USE
+from ..contract import glibc_in_use as in_use
 
 Y_LABEL = "B/param above pre-model baseline"
 

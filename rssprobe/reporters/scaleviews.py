@@ -1,13 +1,13 @@
-"""A size sweep (scale.Sweep.as_dict()) and a comparison of two (scale.Comparison.as_dict()) -> tables."""
+"""A size sweep (analysis.sweep.Sweep.as_dict()) and a comparison of two (sweep.Comparison.as_dict()) -> tables."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import verdicts
-from ..analysis.compare import HEADLINE
+from ..analysis.metrics import HEADLINE
 from . import html, plots
-from .views import Table
+from .table import Table
 
 MIB = 2**20
 # sites whose fit is this small in both parts are not "key sites" (--all-sites shows them)
@@ -113,7 +113,7 @@ def verdict_line(r: dict[str, Any]) -> str:
 def report_parts(sweeps: list[Any]) -> tuple[list[html.Section], list[plots.Chart]]:
     """For `rssprobe report SCALEDIR...`: one fit section per sweep, one chart per headline figure."""
     sections, series = [], []
-    for sweep in sweeps:  # scale.Sweep
+    for sweep in sweeps:  # analysis.sweep.Sweep
         data = sweep.as_dict()
         head = {"run": sweep.scale.id, "label": f"size sweep {data.get('label')}", "status": "ok",
                 "scenario": data.get("scenario_name")}

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from .views import Table
+from .table import Table
 
 
 def render(lines: list[str], tables: list[Table], console: Console | None = None, alarm: bool = False) -> None:

@@ -1,47 +1,14 @@
-"""Summary dicts -> plain tables (title, columns, rows). Every output format renders these,
-so the terminal, markdown and CSV outputs always show the same figures."""
+"""A run's summary (Summary.as_dict()) and a group's -> header lines and plain tables (reporters/table.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..sites_config import short_name
+from ..analysis.metrics import short_name
+from .inrunviews import inrun_tables
+from .table import NA, Table, bpp, mib
 
-NA = "n/a"
-
-
-@dataclass
-class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
-    note: str = ""
-
-    def numeric(self, i: int) -> bool:
-        """Whether column i holds numbers (or n/a) only: renderers right-align those."""
-        return i > 0 and all(_is_number(row[i]) for row in self.rows)
-
-
-def _is_number(cell: object) -> bool:
-    text = str(cell).split(" ")[0].replace(",", "")
-    if text == NA:
-        return True
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def bpp(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return NA
-    return f"{value:+.2f}" if signed else f"{value:.2f}"
-
-
-def mib(value: float | None) -> str:
-    return NA if value is None else f"{value / 2**20:.1f}"
+__all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tables", "zero_line"]
 
 
 def header_lines(s: dict[str, Any]) -> list[str]:
@@ -257,29 +224,19 @@ def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
     return t
 
 
-def group_table(summaries: list[dict[str, Any]]) -> Table:
-    """Headline figures and the parts of RSS across the repeats of a group: mean, sd, min, max
-    (finished runs only)."""
-    from statistics import fmean, stdev
-
-    from ..analysis.compare import HEADLINE
-
-    ok = [s for s in summaries if s["status"] == "ok"]
-    t = Table(f"Across repeats (bytes per parameter; {len(ok)} of {len(summaries)} runs finished)",
+def group_table(data: dict[str, Any]) -> Table:
+    """Headline figures and the parts of RSS across the repeats of a group (analysis.summary.across):
+    mean, sd, min, max (finished runs only)."""
+    summaries = data["runs"]
+    ok = sum(s["status"] == "ok" for s in summaries)
+    t = Table(f"Across repeats (bytes per parameter; {ok} of {len(summaries)} runs finished)",
               ["figure", "mean", "sd", "min", "max"])
-    parts = sorted({m for s in ok for m in s["metrics"] if m.startswith("part.")},
-                   key=lambda m: -max(abs(s["metrics"].get(m, 0)) for s in ok))
-    for metric in (*HEADLINE, *parts):
-        values = [s["metrics"][metric] for s in ok if metric in s["metrics"]]
-        if values:
-            sd = stdev(values) if len(values) > 1 else None
-            t.rows.append([metric, bpp(fmean(values)), bpp(sd), bpp(min(values)), bpp(max(values))])
+    for r in data["across"]:
+        t.rows.append([r["figure"], bpp(r["mean"]), bpp(r["sd"]), bpp(r["min"]), bpp(r["max"])])
     return t
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    from .inrunviews import inrun_tables  # imports this module's Table
-
     tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), gathered_table(s),
               sites_table(s, all_sites), *inrun_tables(s), interventions_table(s), native_table(s)]
     return [t for t in tables if t is not None and t.rows]

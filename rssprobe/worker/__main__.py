@@ -3,8 +3,9 @@
     python -m rssprobe.worker RUN_DIR
 
 reads RUN_DIR/worker.json (written by the orchestrator) and appends every measurement
-to RUN_DIR/events.jsonl. It imports nothing heavy before its first probe and nothing of
-the orchestration side (pandas, rich) at all, so its memory is the training's memory.
+to RUN_DIR/events.jsonl, both as rssprobe.contract defines them. It imports nothing heavy
+before its first probe and nothing of the orchestration side (pandas, rich) at all, so its
+memory is the training's memory.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .. import lifeline
-from ..layout import WORKER_SPEC, rank_log
-from . import census, glibc, memmap, procfs, training
+from ..contract import EXIT_TERMINATED, WORKER_SPEC, OptionError, parse, rank_log, worker_spec_problem
+from . import census, glibc, lifeline, memmap, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
-from .interventions import REGISTRY, Context, Refused, parse
+from .interventions import REGISTRY, Context, Refused
 from .native import NativeCapture
 from .probes import PeakTracker, cuda_stats, snapshot
 from .sites import SiteError, SiteRecorder
@@ -34,6 +34,9 @@ class Worker:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.spec = json.loads((run_dir / WORKER_SPEC).read_text())
+        problem = worker_spec_problem(self.spec)
+        if problem:
+            raise SystemExit(f"rssprobe worker: {run_dir / WORKER_SPEC}: {problem}")
         self.scenario = self.spec["scenario"]
         self.rank = int(os.environ.get("RANK", "0"))
         if self.scenario["world_size"] > 1:
@@ -123,7 +126,7 @@ class Worker:
 
         for spec in self.spec["patches"]:
             name, options = parse(spec)
-            REGISTRY[name].apply(self.ctx, options)
+            REGISTRY[name](self.ctx, options)
         recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
         first_only = set(self.spec.get("sites_first_step_only", ()))
         for path, required in self.spec["sites"]:
@@ -221,7 +224,7 @@ def main(argv: list[str]) -> int:
     try:
         worker.run()
         return 0
-    except (SiteError, Refused) as e:
+    except (SiteError, Refused, OptionError) as e:
         worker.events.emit("usage_error", message=str(e))
         return 2  # the orchestrator reads the usage_error event, not this code
     except KeyboardInterrupt:
@@ -229,7 +232,7 @@ def main(argv: list[str]) -> int:
         return 130
     except lifeline.Terminated:  # SIGTERM: the orchestrator (or torchrun) ended, or stops this rank
         worker.events.emit("end", status="terminated")
-        return lifeline.EXIT_TERMINATED
+        return EXIT_TERMINATED
     except BaseException as e:
         worker.events.emit("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         traceback.print_exc()

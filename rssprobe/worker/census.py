@@ -1,8 +1,8 @@
 """Live-tensor census: every CPU tensor storage alive in the process, summed by role.
 
 Storages are deduplicated (views share one), roles come from DeepSpeed's own attributes
-(declared in data/roles.toml), and each storage is measured twice: the bytes it allocated
-and the bytes of it that are resident, read from /proc/self/pagemap. The difference
+(declared in data/roles.toml, read by rssprobe.contract.roles), and each storage is measured twice:
+the bytes it allocated and the bytes of it that are resident, read from /proc/self/pagemap. The difference
 matters: DeepSpeed's gradient buckets are `torch.empty` of reduce_bucket_size elements,
 mostly never touched, so allocated bytes would overstate RSS. Residency is judged by the
 memory-map partition's reader (memmap.Reader), so both count a tensor's bytes alike.
@@ -18,33 +18,10 @@ import gc
 import sys
 import warnings
 from collections.abc import Iterator
-from importlib import resources
 from typing import Any
 
-import tomllib
-
+from ..contract import roles as load_roles
 from .memmap import Reader
-
-
-def _roles_file(stage: int | None) -> list[dict[str, Any]]:
-    """The declared roles of one ZeRO stage in priority order (every stage's when `stage` is None)."""
-    roles = tomllib.loads(resources.files("rssprobe.data").joinpath("roles.toml").read_text())["role"]
-    return [r for r in roles if stage is None or stage in r["stages"]]
-
-
-def load_roles(stage: int | None = 2) -> list[tuple[str, list[str]]]:
-    return [(r["name"], list(r["paths"])) for r in _roles_file(stage)]
-
-
-def role_names(stage: int | None = None) -> list[str]:
-    """Each role name once, in declaration order (every stage's when `stage` is None)."""
-    return list(dict.fromkeys(name for name, _paths in load_roles(stage)))
-
-
-def partitioned_roles(stage: int | None = None) -> frozenset[str]:
-    """The roles ZeRO splits across data-parallel ranks (declared in roles.toml); a name means the same
-    at every stage it is declared for."""
-    return frozenset(r["name"] for r in _roles_file(stage) if r.get("partitioned"))
 
 
 def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:

@@ -1,5 +1,9 @@
 """The worker's only output channel: a JSON-lines file appended and flushed per event, so a
-crash, an OOM kill or Ctrl-C keeps everything up to the last finished step."""
+crash, an OOM kill or Ctrl-C keeps everything up to the last finished step.
+
+Every event is one of the contract's kinds with that kind's fields (rssprobe.contract.EVENT_KINDS): one that
+is not is refused here, in the worker, rather than left for the reader to drop. The first line of a file
+carries the format version the reader upgrades from."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..layout import events_file
+from ..contract import FORMAT_KEY, FORMAT_VERSION, event_problem, events_file
 
 __all__ = ["EventWriter", "events_file"]
 
@@ -17,9 +21,16 @@ class EventWriter:
     def __init__(self, path: Path, rank: int = 0) -> None:
         self._f = open(path, "a", buffering=1)
         self.rank = rank
+        self._first = self._f.tell() == 0
 
     def emit(self, kind: str, **fields: Any) -> None:
         event = {"event": kind, "t": time.time(), "rank": self.rank, **fields}
+        if self._first:
+            event[FORMAT_KEY] = FORMAT_VERSION
+            self._first = False
+        problem = event_problem(event, strict=True)
+        if problem:
+            raise ValueError(f"rssprobe worker: refusing to write {problem} (rssprobe.contract)")
         self._f.write(json.dumps(event, separators=(",", ":")) + "\n")
         self._f.flush()
 

@@ -14,11 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..layout import CHECKPOINTS
+from ..contract import CHECKPOINTS
+from ..contract import INRUN_EVENTS as EVENTS
 from . import procfs, training
 from .sites import SiteRecorder
-
-EVENTS = ("checkpoint", "eval", "reinit")  # run in this order after a step (rssprobe.scenario.EVENTS)
 
 
 class InRunEvents:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 MALLINFO_FIELDS = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
                    "keepcost")
@@ -104,14 +102,6 @@ def in_use_and_free() -> tuple[int, int] | None:
         return None
     info = _LIBC.mallinfo2()
     return info.uordblks + info.hblkhd, info.fordblks
-
-
-IN_USE = ("uordblks", "hblkhd")  # small chunks in use + mmapped chunks: what the program holds
-
-
-def in_use(mi: Mapping[str, Any] | None) -> Any:
-    """Bytes malloc has handed out and not got back (works on dicts of ints or of arrays)."""
-    return None if mi is None else mi[IN_USE[0]] + mi[IN_USE[1]]
 
 
 def malloc_trim(pad: int = 0) -> int | None:

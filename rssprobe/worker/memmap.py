@@ -31,6 +31,22 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..contract import (  # part names: the vocabulary of the budget, the reports and the metrics (part.<key>)
+    ANON_OTHER,
+    FILE_OPS,
+    FILE_OTHER,
+    FILE_PYTHON,
+    FILE_TORCH,
+    FILE_TORCH_CPU,
+    GLIBC_FREE,
+    GLIBC_IN_USE,
+    GLIBC_UNWALKED,
+    PINNED_SLACK,
+    PYMALLOC,
+    SHARED,
+    STACKS,
+    TENSORS,
+)
 from .procfs import PAGE_SIZE
 
 HEAP_MAX_SIZE = 64 << 20  # glibc's non-main arena heaps are aligned to this (64-bit default)
@@ -39,27 +55,6 @@ _PRESENT = 1 << 63
 _OWNED = (1 << 61) | (1 << 56)  # pagemap: file page or shared-anon | mapped exclusively
 _MALLOC_STATE_SIZES = (2200, 2192, 2208, 2184, 2216)  # glibc 2.26-2.38 x86_64 and neighbours
 _HEAP_INFO_SIZES = (48, 32, 64)
-
-# part names: the vocabulary of the budget, the reports and the metrics (part.<name>)
-TENSORS = "live tensors"
-GLIBC_IN_USE = "glibc in use, not tensors"
-GLIBC_FREE = "glibc free, resident"
-GLIBC_UNWALKED = "glibc heap, not walked"
-PYMALLOC = "python objects (pymalloc pools)"
-STACKS = "thread stacks"
-ANON_OTHER = "anonymous, other"
-SHARED = "shared memory"
-# CUDA's pinned host blocks are shared anonymous mappings (/dev/zero, seen on an H200 with torch 2.11): a block
-# holding a pinned tensor is named apart, and what of it no tensor uses is the caching host allocator's rounding
-# to a power of two and its cached blocks (reports/gpu-check.md: 10 B/param with ZeRO-2 offload)
-PINNED_SLACK = "pinned host blocks, not tensors"
-FILE_TORCH_CPU = "file: libtorch_cpu.so"
-FILE_TORCH = "file: other torch libraries"
-FILE_OPS = "file: deepspeed ops"
-FILE_PYTHON = "file: python"
-FILE_OTHER = "file: other files"
-PARTS = (TENSORS, GLIBC_IN_USE, GLIBC_FREE, GLIBC_UNWALKED, PYMALLOC, STACKS, ANON_OTHER, SHARED, PINNED_SLACK,
-         FILE_TORCH_CPU, FILE_TORCH, FILE_OPS, FILE_PYTHON, FILE_OTHER)
 
 
 @dataclass(frozen=True)

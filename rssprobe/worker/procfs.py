@@ -55,11 +55,6 @@ def rusage_max_rss() -> int:
     return resource.getrusage(resource.RUSAGE_THREAD).ru_maxrss * 1024
 
 
-def hwm_bytes() -> int:
-    """VmHWM: the peak RSS since process start or since the last reset_hwm()."""
-    return rss_and_hwm()[1]
-
-
 def reset_hwm() -> bool:
     """Reset VmHWM to the current RSS (clear_refs type 5). False where the kernel refuses."""
     try:

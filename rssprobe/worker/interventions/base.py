@@ -1,15 +1,14 @@
-"""What an intervention is, the context it runs in, and the one way we edit DeepSpeed source.
+"""The context an intervention runs in, and the one way we edit DeepSpeed source.
 
-Interventions are applied inside the worker, after the model exists and before the engine
-is built, and every one counts how often it actually took effect: a patch that never ran
-proves nothing, so those counts travel with the run.
+Interventions are declared in rssprobe.contract (name, options, the counter that says it took effect) and
+applied here, inside the worker, after the model exists and before the engine is built; every one counts
+how often it actually took effect: a patch that never ran proves nothing, so those counts travel with the run.
 """
 
 from __future__ import annotations
 
 import inspect
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,18 +32,6 @@ class Context:
     def count(self, name: str, key: str, n: int = 1) -> None:
         e = self.effect(name)
         e[key] = e.get(key, 0) + n
-
-
-@dataclass(frozen=True)
-class Intervention:
-    name: str
-    description: str
-    apply: Callable[[Context, dict[str, str]], None]
-    options: dict[str, str] = field(default_factory=dict)  # option -> help
-    testing: bool = False  # test-only: hidden from `rssprobe patches` unless asked
-    counter: str = ""  # the effect key that says it took effect (must end > 0)
-    # checks the options before any worker starts (raises Refused); the orchestrator calls it
-    check: Callable[[dict[str, str]], None] | None = None
 
 
 def rewrite_method(owner: Any, attr: str, edits: list[tuple[str, list[str]]], label: str,

@@ -15,11 +15,9 @@ import functools
 import inspect
 from typing import Any
 
+from ...contract import FLOAT_SCALE, MALLOC_TRIM
 from .. import glibc, procfs
-from .base import Context, Intervention, Refused, rewrite_method
-
-FLOAT_SCALE = "pr8132.float-scale"
-MALLOC_TRIM = "pr8132.malloc-trim"
+from .base import Context, Refused, rewrite_method
 
 
 def apply_float_scale(ctx: Context, options: dict[str, str]) -> None:
@@ -107,9 +105,4 @@ def apply_malloc_trim(ctx: Context, options: dict[str, str]) -> None:
     DeepSpeedCPUAdam.step_subgroup = patched_subgroup
 
 
-INTERVENTIONS = [
-    Intervention(FLOAT_SCALE, "PR #8132 part 1: combined_scale as a Python float before the in-place "
-                 "unscale multiply (CPU offload only)", apply_float_scale, counter="float_conversions"),
-    Intervention(MALLOC_TRIM, "PR #8132 part 2: malloc_trim(0) once per param group / subgroup on its "
-                 "first CPU Adam step", apply_malloc_trim, counter="trims"),
-]
+APPLY = {FLOAT_SCALE: apply_float_scale, MALLOC_TRIM: apply_malloc_trim}

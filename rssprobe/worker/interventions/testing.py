@@ -10,20 +10,14 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
-import math
 import mmap
 import os
 import threading
 from typing import Any
 
+from ...contract import ABORT_AT_EXIT, HOLD, INJECT, INTERVENTIONS, KEEP_ENGINE, LITTER
 from ..sites import replace_function, resolve
-from .base import Context, Intervention, Refused
-
-INJECT = "testing.inject"
-LITTER = "testing.litter"
-HOLD = "testing.hold"
-ABORT_AT_EXIT = "testing.abort_at_exit"
-KEEP_ENGINE = "testing.keep_engine"
+from .base import Context, Refused
 
 _kept: list[Any] = []  # retained allocations live until the process ends
 
@@ -42,36 +36,11 @@ def _wrap_site(name: str, path: str, make: Any) -> None:
     replace_function(*found, lambda fn: functools.wraps(fn)(make(fn)))
 
 
-def _number(name: str, options: dict[str, str], key: str, default: str, kind: type, low: float) -> Any:
-    """An option as int or float, finite and >= low, else Refused naming it."""
-    text = options.get(key, default)
-    try:
-        value = kind(text)
-    except ValueError:
-        raise Refused(f"{name}: {key}={text} is not {'an integer' if kind is int else 'a number'}") from None
-    if not math.isfinite(value) or value < low:
-        raise Refused(f"{name}: {key}={text} must be a finite number >= {low:g}")
-    return value
-
-
 def inject_options(options: dict[str, str]) -> tuple[str, float, int | None, str, int | None]:
-    """(site, bytes_per_param, step, mode, fixed bytes or None); Refused on a bad option."""
-    if not options.get("site"):
-        raise Refused(f"{INJECT}: site=DOTTED.PATH is required (the function to allocate in)")
-    per_param = _number(INJECT, options, "bytes_per_param", "3", float, 0)
-    # step=every: at every call of the site, on every step (a leak per call, e.g. per save_checkpoint)
-    at_step = None if options.get("step") == "every" else _number(INJECT, options, "step", "1", int, 0)
-    mode = options.get("mode", "retained")
-    if mode not in ("retained", "transient"):
-        raise Refused(f"{INJECT}: mode must be retained or transient, not {mode!r}")
-    fixed = None
-    if "mib" in options:
-        if "bytes_per_param" in options:
-            raise Refused(f"{INJECT}: mib is an absolute size > 0, instead of bytes_per_param, not with it")
-        fixed = int(_number(INJECT, options, "mib", "0", float, 0) * 2**20)
-        if fixed <= 0:
-            raise Refused(f"{INJECT}: mib is an absolute size > 0, instead of bytes_per_param, not with it")
-    return options["site"], per_param, at_step, mode, fixed
+    """(site, bytes_per_param, step (None: every call), mode, fixed bytes or None), as the contract declares them."""
+    v = INTERVENTIONS[INJECT].values(options)
+    fixed = None if v["mib"] is None else int(v["mib"] * 2**20)
+    return v["site"], v["bytes_per_param"], v["step"], v["mode"], fixed
 
 
 def apply_inject(ctx: Context, options: dict[str, str]) -> None:
@@ -103,8 +72,8 @@ def apply_litter(ctx: Context, options: dict[str, str]) -> None:
     top), resident, until malloc_trim releases them. A trim that runs afterwards is then
     visible as a large RSS drop, which lets tests count trims from the probes alone.
     """
-    path = options.get("site", "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer._optimizer_step")
-    mib = litter_options(options)
+    v = INTERVENTIONS[LITTER].values(options)
+    path, mib = v["site"], v["mib"]
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
@@ -128,15 +97,6 @@ def apply_litter(ctx: Context, options: dict[str, str]) -> None:
         return littered
 
     _wrap_site(LITTER, path, make)
-
-
-def litter_options(options: dict[str, str]) -> int:
-    return _number(LITTER, options, "mib", "64", int, 0)
-
-
-def hold_options(options: dict[str, str]) -> tuple[int, dict[str, int]]:
-    at_step = _number(HOLD, options, "step", "0", int, 0)
-    return at_step, {k: _number(HOLD, options, f"{k}_mib", "0", int, 0) for k in ("anon", "stack", "malloc", "file")}
 
 
 def _libc() -> ctypes.CDLL:
@@ -175,8 +135,9 @@ def _hold_stack(libc: ctypes.CDLL, size: int) -> None:
 
 def apply_hold(ctx: Context, options: dict[str, str]) -> None:
     """Hold known amounts of memory of four kinds, each in the part that must name it."""
-    path = options.get("site", "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer.__init__")
-    at_step, mib = hold_options(options)
+    v = INTERVENTIONS[HOLD].values(options)
+    path, at_step = v["site"], v["step"]
+    mib = {k: v[f"{k}_mib"] for k in ("anon", "stack", "malloc", "file")}
     effect = ctx.effect(HOLD)
     effect.update(holds=0, **{f"{k}_bytes": 0 for k in mib})
     libc = _libc()
@@ -217,7 +178,7 @@ def apply_hold(ctx: Context, options: dict[str, str]) -> None:
 
 def apply_abort_at_exit(ctx: Context, options: dict[str, str]) -> None:
     """As DeepSpeed 0.15.4's rank 0 does after its last step: C++'s std::terminate at interpreter exit."""
-    _no_options(options)
+    INTERVENTIONS[ABORT_AT_EXIT].values(options)
 
     def abort() -> None:
         os.write(2, b"terminate called without an active exception\n")
@@ -225,11 +186,6 @@ def apply_abort_at_exit(ctx: Context, options: dict[str, str]) -> None:
 
     atexit.register(abort)  # after the worker's end event and the close of its event file
     ctx.effect(ABORT_AT_EXIT)["armed"] = 1
-
-
-def _no_options(options: dict[str, str]) -> None:
-    if options:
-        raise Refused(f"{ABORT_AT_EXIT}: takes no options (got {', '.join(options)})")
 
 
 def apply_keep_engine(ctx: Context, options: dict[str, str]) -> None:
@@ -249,27 +205,5 @@ def apply_keep_engine(ctx: Context, options: dict[str, str]) -> None:
     _wrap_site(KEEP_ENGINE, "deepspeed.initialize", make)
 
 
-INTERVENTIONS = [
-    Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (or a fixed mib MiB, whatever the "
-                 "size) touched, inside a site on one step, kept (mode=retained) or freed before it returns "
-                 "(mode=transient)", apply_inject,
-                 options={"site": "dotted path of the function", "bytes_per_param": "float, default 3",
-                          "mib": "float: a fixed size in MiB instead of bytes_per_param",
-                          "step": "step number, default 1 (0 = during init; every = each call, every step)",
-                          "mode": "retained|transient"},
-                 testing=True, counter="injections", check=inject_options),
-    Intervention(LITTER, "test only: leave MiB of free-but-retained glibc heap before every call of a site",
-                 apply_litter, options={"site": "dotted path, default ZeRO _optimizer_step", "mib": "int, default 64"},
-                 testing=True, counter="litters", check=litter_options),
-    Intervention(HOLD, "test only: after a site returns on one step, hold MiB of four kinds: a touched anonymous "
-                 "mmap, a parked thread's touched stack, 4 KiB mallocs, a file mapped and read",
-                 apply_hold, options={"site": "dotted path, default ZeRO optimizer __init__", "step": "default 0",
-                                      "anon_mib": "int", "stack_mib": "int", "malloc_mib": "int", "file_mib": "int"},
-                 testing=True, counter="holds", check=hold_options),
-    Intervention(ABORT_AT_EXIT, "test only: abort (SIGABRT, 'terminate called without an active exception') when "
-                 "the worker exits, after its end event, as DeepSpeed 0.15.4's rank 0 does",
-                 apply_abort_at_exit, testing=True, counter="armed", check=_no_options),
-    Intervention(KEEP_ENGINE, "test only: keep every engine deepspeed.initialize returns alive for good (a "
-                 "re-initialisation then leaks the old engine whole)", apply_keep_engine,
-                 testing=True, counter="kept"),
-]
+APPLY = {INJECT: apply_inject, LITTER: apply_litter, HOLD: apply_hold, ABORT_AT_EXIT: apply_abort_at_exit,
+         KEEP_ENGINE: apply_keep_engine}

@@ -1,0 +1,88 @@
+"""Which bisect a command line asks for, and where its runs go: the one entry point of bisect."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ... import envs
+from ...analysis import stats
+from ...config import scenario
+from ...contract import STEADY_MALLOC_ENV
+from ...errors import UserError
+from ...log import say
+from ...run import preflight
+from ...run.group import TRIM_AT_END
+from ...store import layout
+from ..matrix import Outcome
+from . import git
+from .commits import bisect_commits
+from .components import bisect_components
+from .probes import DEFAULT_METRIC, Runner
+from .versions import bisect_versions
+
+
+@dataclass
+class BisectRequest:
+    scenario_ref: str = "default"
+    deepspeed: list[str] = field(default_factory=list)
+    torch: list[str] = field(default_factory=list)
+    components: str | None = None
+    deepspeed_src: Path | None = None
+    good: str | None = None
+    bad: str | None = None
+    limits: Path | None = None
+    limit: float | None = None
+    metric: str = DEFAULT_METRIC
+    direction: str = "up"  # up, down, or auto (the bad endpoint says)
+    repeat: int = 3
+    retries: int = 3
+    threshold: float = stats.THRESHOLD
+    alpha: float = stats.ALPHA
+    sets: list[str] = field(default_factory=list)
+    out: Path | None = None
+    fresh: bool = False
+    keep_envs: bool = False
+    env_ref: str | None = None
+    python: str | None = None
+    malloc_env: dict[str, str] = field(default_factory=lambda: dict(STEADY_MALLOC_ENV))
+    pip: tuple[str, ...] = ()
+
+
+def bisect(b: BisectRequest) -> Outcome:
+    """Validate everything that can be checked without a run, then run the chosen bisect; its exit code."""
+    scen = scenario.load(b.scenario_ref, [*b.sets, TRIM_AT_END])
+    preflight.check_memory(scen)  # as run does: a model that cannot fit is refused before any environment or run
+    ds, torch = b.deepspeed, b.torch
+
+    def runner(root: Path) -> Runner:
+        return Runner(root, scen, b.scenario_ref, b.sets, b.repeat, b.metric, b.threshold, b.alpha, b.malloc_env,
+                      None if b.direction == "auto" else "down" if b.direction == "down" else "up")
+
+    if b.deepspeed_src is not None:
+        if not (b.good and b.bad):
+            raise UserError("--deepspeed-src needs --good REV and --bad REV")
+        src = b.deepspeed_src.resolve()
+        good_c, bad_c = git.commit(src, b.good), git.commit(src, b.bad)
+        r = runner((b.out or layout.bisect_root() / f"git-{good_c[:10]}-{bad_c[:10]}").resolve())
+        r.open({"mode": "commits", "source": str(src), "good": good_c, "bad": bad_c, "torch": torch[:1]}, b.fresh)
+        return bisect_commits(r, src, good_c, bad_c, torch[0] if torch else None, b.limits, b.limit, b.keep_envs,
+                              b.pip)
+    if b.components:
+        worker = envs.resolve_python(b.env_ref, b.python, b.pip, say)
+        r = runner(b.out or layout.bisect_root() / f"{scen.name}-components-{layout.slug(b.components, 60)}")
+        r.open({"mode": "components", "components": b.components, "python": worker[0]}, b.fresh)
+        return bisect_components(r, b.components, worker, b.retries)
+    if len(ds) > 1 or len(torch) > 1:
+        if len(ds) > 1 and len(torch) > 1:
+            raise UserError("bisect one axis at a time: a list for --deepspeed or for --torch, not both")
+        if b.env_ref or b.python:
+            raise UserError("--env/--python fix the versions; a version bisect builds one env per version")
+        axis, values = ("deepspeed", ds) if len(ds) > 1 else ("torch", torch)
+        fixed = torch[0] if axis == "deepspeed" and torch else ds[0] if axis == "torch" and ds else None
+        r = runner(b.out or layout.bisect_root()
+                   / f"{scen.name}-{axis}-{layout.slug(values[0], 60)}-{layout.slug(values[-1], 60)}")
+        r.open({"mode": "versions", "axis": axis, "values": values, "fixed": fixed}, b.fresh)
+        return bisect_versions(r, axis, values, fixed, b.retries, b.pip)
+    raise UserError("bisect needs two or more versions (--deepspeed V1,V2,... or --torch V1,V2,...), "
+                    "--components SET, or --deepspeed-src PATH --good REV --bad REV")

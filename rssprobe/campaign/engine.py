@@ -1,0 +1,210 @@
+"""THE campaign engine: a directory of run groups that a command fills, resumes and shards.
+
+Matrix, plan, scale and bisect are campaigns. Each has
+
+* a directory, by default under its root with the one default-name hash of its definition (default_dir);
+* a definition: what makes two commands the same campaign. Rerunning the same command resumes; a
+  different one into the same directory is refused (one line), and so is a directory that is not a
+  campaign of this kind; --fresh starts over, removing only a campaign directory of this kind;
+* an index (store/campaign.py: matrix.json, scale.json, definition.json) with one entry per group;
+* ensure(group): a group whose runs all ended (ok, failed or timeout, as their files back it: the one
+  judgement, store.judgement) is reused; anything else is removed and run again whole (an unfinished
+  group proves nothing). --retry-failed runs a finished group again unless every run was ok.
+
+A shard (`--shard K/N`) runs only its share of the groups: the campaign's groups, in the definition's
+order, cut into N contiguous blocks of (nearly) equal size, block K its own. The assignment depends on
+the definition only, never on what has run, so N machines given K = 1..N run every group exactly once
+(contiguous blocks keep a matrix's cells of one environment together: each machine builds fewer). The
+shard is not part of the definition: shards of one campaign merge (campaign/merge.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..run import group as run_groups
+from ..run.launch import RunRequest
+from ..store import campaign as index_file
+from ..store import layout
+from ..store.judgement import ENDED
+from ..store.rundir import GroupDir
+from ..store.writer import now_iso
+
+OTHER_SHARD = "other shard"  # an index entry's status when another shard runs it
+
+
+@dataclass(frozen=True)
+class Shard:
+    k: int
+    n: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> Shard | None:
+        """'2/3' -> Shard(2, 3); None for no shard; UserError for anything that is not K/N with 1 <= K <= N."""
+        if text is None:
+            return None
+        k, sep, n = text.partition("/")
+        if not (sep and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n):
+            raise UserError(f"--shard {text}: expected K/N with 1 <= K <= N (this machine runs the K-th of N shares)")
+        return cls(int(k), int(n))
+
+    def owner(self, i: int, total: int) -> int:
+        """The shard (1..N) that runs group i (0-based) of `total`: contiguous blocks of near-equal size."""
+        return i * self.n // max(total, 1) + 1
+
+    def owns(self, i: int, total: int) -> bool:
+        return self.owner(i, total) == self.k
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n}"
+
+
+def default_dir(root: Path, name: str, definition: dict[str, Any]) -> Path:
+    """A campaign's directory when --out is not given: its name and a hash of its definition."""
+    digest = hashlib.sha1(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
+    return root / layout.slug(f"{name}-{digest}")
+
+
+def normal(definition: dict[str, Any]) -> Any:
+    """A definition as JSON reads it back (tuples are lists), so a stored one compares equal."""
+    return json.loads(json.dumps(definition, sort_keys=True))
+
+
+def group_status(statuses: list[str]) -> str:
+    """A group's word in an index: done (every run ok), interrupted, or failed."""
+    return "interrupted" if "interrupted" in statuses else "done" if statuses and set(statuses) == {"ok"} \
+        else "failed"
+
+
+@dataclass
+class Ensured:
+    """What ensure() did for one group: its runs' judged statuses, and whether it was reused as it was."""
+
+    key: str
+    statuses: list[str]
+    reused: bool
+    interrupted: bool = False  # Ctrl-C (or SIGTERM) stopped it, perhaps before a run had a manifest
+
+    @property
+    def status(self) -> str:
+        return "interrupted" if self.interrupted else group_status(self.statuses)
+
+
+# runs one group into its (absent) directory; returns the runs' statuses
+RunGroup = Callable[[Path], list[str]]
+
+
+class Campaign:
+    """An open campaign directory: its kind, definition, index, and its shard of the groups."""
+
+    def __init__(self, directory: Path, kind: str, index: dict[str, Any], shard: Shard | None = None) -> None:
+        self.directory, self.kind, self.index, self.shard = directory, kind, index, shard
+
+    @classmethod
+    def open(cls, directory: Path, kind: str, definition: dict[str, Any], fresh: bool = False,
+             shard: Shard | None = None) -> Campaign:
+        """Claim `directory` for this campaign: resume the same one, refuse another (one line)."""
+        found = index_file.kind_of(directory) if directory.is_dir() else None
+        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())) and found is None:
+            raise UserError(f"{directory}: exists, is not empty and is not a {kind} directory; give another --out")
+        index: dict[str, Any] | None = None
+        if found is not None:
+            index = index_file.read_index(directory, kind)
+            if fresh:
+                shutil.rmtree(directory)
+                index = None
+            elif normal(index.get("definition") or {}) != normal(definition):
+                raise UserError(f"{directory}: made by a different {kind} command; give another --out, or --fresh")
+        directory.mkdir(parents=True, exist_ok=True)
+        if index is None:
+            index = {"kind": kind, "definition": normal(definition), "created": now_iso()}
+        index.pop("shard", None)
+        if shard is not None:
+            index["shard"] = str(shard)
+        return cls(directory, kind, index, shard)
+
+    @classmethod
+    def read(cls, directory: Path, kind: str | None = None) -> Campaign:
+        """A campaign directory as it stands, to show or merge (nothing is checked against a command)."""
+        index = index_file.read_index(directory, kind)
+        return cls(directory, index["kind"], index, Shard.parse(index["shard"]) if index.get("shard") else None)
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        return self.index.get("definition") or {}
+
+    def save(self) -> None:
+        index_file.write_index(self.directory, self.index)
+
+    # ---- entries: one per group, in the definition's order -------------------------------------------------
+    def set_entries(self, fresh: list[dict[str, Any]], positions: list[int] | None = None,
+                    total: int | None = None) -> None:
+        """The index's entries: these, each with the state a previous invocation stored for it (by its key),
+        and, sharded, the shard that owns it. `positions` (of `total`): where each entry stands in the whole
+        campaign's order, when `fresh` is a selection of it (a plan without its optional values)."""
+        name, key = index_file.ENTRIES[self.kind]
+        stored = {e[key]: e for e in self.index.get(name, [])}
+        places = positions if positions is not None else list(range(len(fresh)))
+        entries = []
+        for place, entry in zip(places, fresh, strict=True):
+            state = {**entry, **stored.get(entry[key], {})}
+            state.pop("shard", None)
+            if self.shard is not None:
+                state["shard"] = self.shard.owner(place, total or len(fresh))
+                if state.get("status") in (None, "pending", OTHER_SHARD) and state["shard"] != self.shard.k:
+                    state["status"] = OTHER_SHARD
+            elif state.get("status") == OTHER_SHARD:
+                state["status"] = "pending"
+            entries.append(state)
+        self.index[name] = entries
+
+    def entries(self) -> list[dict[str, Any]]:
+        return index_file.entries(self.index)
+
+    def entry(self, key: str) -> dict[str, Any]:
+        name, field = index_file.ENTRIES[self.kind]
+        return next(e for e in self.index[name] if e[field] == key)
+
+    def update(self, key: str, **fields: Any) -> None:
+        self.entry(key).update(fields)
+        self.save()
+
+    def owns(self, key: str) -> bool:
+        """Whether this invocation runs the group `key` (every group, unsharded)."""
+        return self.shard is None or self.entry(key).get("shard") == self.shard.k
+
+    # ---- groups -------------------------------------------------------------------------------------------
+    def ensure(self, key: str, repeat: int, run: RunGroup, retry_failed: bool = False) -> Ensured:
+        """Reuse the group `key` if its runs all ended, else remove it and run it whole."""
+        group = self.directory / key
+        if finished(group, repeat):
+            statuses = GroupDir(group).statuses()
+            if not (retry_failed and set(statuses) != {"ok"}):
+                return Ensured(key, statuses, reused=True)
+        if group.exists():
+            shutil.rmtree(group)  # an unfinished group proves nothing: run it whole again
+        ran = run(group)
+        judged = GroupDir(group).statuses() if GroupDir.is_group(group) else list(ran)
+        return Ensured(key, judged, reused=False, interrupted="interrupted" in ran or "interrupted" in judged)
+
+
+def run_group(req: RunRequest, repeat: int) -> list[str]:
+    """One group of `repeat` fresh runs into req.out; its runs' statuses. (The seam tests replace with
+    synthetic groups.)"""
+    return run_groups.run_group(req, repeat)[1]
+
+
+def finished(group: Path, repeat: int) -> bool:
+    """Every one of `repeat` runs of the group reached a final status its files back (a campaign reuses it)."""
+    return GroupDir(group).finished(repeat)
+
+
+__all__ = ["ENDED", "OTHER_SHARD", "Campaign", "Ensured", "RunGroup", "Shard", "default_dir", "finished",
+           "group_status", "normal", "run_group"]

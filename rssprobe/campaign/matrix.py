@@ -1,0 +1,252 @@
+"""The run matrix: one run group per cell of torch x deepspeed x patch x allocator, resumable and shardable.
+
+Cells run one at a time (memory figures of concurrent runs would disturb each other); a cell whose
+environment cannot be built is marked failed while the rest goes on. The campaign engine resumes (a
+finished cell is never run again; --fresh starts over) and shards (--shard K/N runs the K-th share of
+the cells). Every run ends with malloc_trim(0), and glibc's mmap threshold is fixed unless --malloc-env
+says otherwise, so the low-noise figure budget.rss_after_trim_above_baseline is in every row.
+
+<matrix root>/<name>/matrix.json indexes the cells; each cell is a run group in <name>/<cell-id>/. The
+table (each cell's headline figures, and each patch's effect against the baseline of the same versions
+and allocator) is computed from the directory alone, so a merged directory shows the same table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import envs
+from ..analysis import metrics, stats
+from ..analysis.compare import Side
+from ..config import patchsets, scenario
+from ..config.allocators import ALLOCATORS
+from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
+from ..errors import UserError
+from ..log import say
+from ..run import host, launch, preflight
+from ..run.group import TRIM_AT_END, rerun_argv
+from ..run.progress import CampaignProgress
+from ..store import layout
+from ..store.rundir import GroupDir
+from . import engine
+from .engine import OTHER_SHARD, Campaign, Shard
+
+FIGURES = metrics.MATRIX_FIGURES  # each cell's (a mean over its finished runs)
+EFFECTS = metrics.PATCH_EFFECTS  # patched minus baseline of the same configuration
+BASELINE = patchsets.BASELINE
+
+
+@dataclass(frozen=True)
+class Cell:
+    torch: str | None  # None: the worker Python's own version (no env)
+    deepspeed: str | None
+    patch: str
+    allocator: str
+
+    @property
+    def id(self) -> str:
+        parts = [f"torch{self.torch}" if self.torch else "", f"ds{self.deepspeed}" if self.deepspeed else "",
+                 self.patch, self.allocator]
+        return layout.slug("-".join(p for p in parts if p))
+
+    @property
+    def env_key(self) -> tuple[str | None, str | None, str]:
+        """Cells that a patch effect compares: same versions and allocator."""
+        return self.torch, self.deepspeed, self.allocator
+
+
+def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators: list[str]) -> list[Cell]:
+    """Env pairs outermost, so each environment is built once and its cells run together (in one shard)."""
+    product = itertools.product(torch or [None], deepspeed or [None], patches or [BASELINE],
+                                allocators or ["glibc"])
+    return [Cell(*values) for values in product]
+
+
+# ---- each cell's figures, and a patch's effect against its baseline --------------------------------------
+
+def load_sides(directory: Path, ids: list[str]) -> dict[str, Side]:
+    """The run groups that exist among these cells, as comparison sides."""
+    return {i: Side.load(str(directory / i)) for i in ids
+            if GroupDir.is_group(directory / i) and GroupDir(directory / i).runs()}
+
+
+def figures(side: Side) -> dict[str, float]:
+    """Mean over the finished repeats of each headline figure (B/param)."""
+    out = {}
+    for metric in dict.fromkeys([*FIGURES, *EFFECTS]):
+        mean, _sd = stats.mean_sd(side.samples(metric))
+        if mean is not None:
+            out[metric] = mean
+    return out
+
+
+def effects(base: Side, side: Side) -> dict[str, stats.Comparison]:
+    """metric -> the patched side against the baseline of the same configuration."""
+    return {m: stats.compare(m, base.samples(m), side.samples(m)) for m in EFFECTS
+            if base.samples(m) and side.samples(m)}
+
+
+def rows(directory: Path, entries: list[dict[str, Any]], config: Callable[[dict[str, Any]], Any]) -> list[dict]:
+    """Each index entry with its versions, figures and effects (against the baseline entry of the same
+    `config`), read from the directory alone."""
+    loaded = load_sides(directory, [e["id"] for e in entries])
+    baselines = {config(e): e["id"] for e in entries if e["patch"] == BASELINE}
+    out = []
+    for entry in entries:
+        side = loaded.get(entry["id"])
+        base = baselines.get(config(entry))
+        effect = effects(loaded[base], side) if side and entry["patch"] != BASELINE and base in loaded else {}
+        out.append({**entry, "versions": (side.describe()["versions"] or {}) if side else {},
+                    "figures": figures(side) if side else {}, "effects": {k: c.as_dict() for k, c in effect.items()},
+                    "runs_ok": f"{len(side.ok)}/{len(side.summaries)}" if side else None})
+    return out
+
+
+def not_done(cells_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells of this directory that did not finish (another shard's are not this directory's to run)."""
+    return [c for c in cells_data if c["status"] not in ("done", OTHER_SHARD)]
+
+
+def table(directory: Path) -> dict[str, Any]:
+    """The matrix's table: every cell's state, versions, figures and effects."""
+    c = Campaign.read(directory, "matrix")
+    data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"]))
+    return {"matrix": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
+            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
+
+
+# ---- running it ---------------------------------------------------------------------------------------------
+
+@dataclass
+class MatrixRequest:
+    scenario_ref: str
+    sets: list[str]
+    torch: list[str] = field(default_factory=list)
+    deepspeed: list[str] = field(default_factory=list)
+    patches: list[str] = field(default_factory=list)
+    allocators: list[str] = field(default_factory=list)
+    repeat: int = 3
+    out: Path | None = None
+    dry_run: bool = False
+    retry_failed: bool = False
+    fresh: bool = False
+    python: str | None = None
+    malloc_env: dict[str, str] = field(default_factory=lambda: dict(STEADY_MALLOC_ENV))
+    pip: tuple[str, ...] = ()
+    shard: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What a campaign command did: `kind` (matrix, plan, or a *-list of a dry run), its data, its exit code."""
+
+    kind: str
+    data: dict[str, Any]
+    exit_code: int = 0
+
+
+def values(options: tuple[str, ...] | list[str]) -> list[str]:
+    """Repeatable options whose values may also be comma-separated (not inside 'name:opts')."""
+    out: list[str] = []
+    for value in options:
+        out += [value] if ":" in value else [v.strip() for v in value.split(",") if v.strip()]
+    return list(dict.fromkeys(out))
+
+
+def patch_specs(scen: scenario.Scenario, patches: list[str]) -> dict[str, list[str]]:
+    out = {}
+    for value in patches:
+        if value == BASELINE:
+            out[value] = []
+        elif value == "patched":
+            out[value] = patchsets.resolve(scen, False, True, [])[1]
+        else:
+            out[value] = patchsets.resolve(scen, False, False, value.split("+"))[1]
+    return out
+
+
+def run(m: MatrixRequest) -> Outcome:
+    """Run (or list, with dry_run) the matrix; exit 0 all done, 1 a cell failed, 130 interrupted."""
+    shard = Shard.parse(m.shard)
+    sets = [*m.sets, TRIM_AT_END]
+    scen = scenario.load(m.scenario_ref, sets)
+    preflight.check_memory(scen)  # as run does: a model that cannot fit is refused before any environment or run
+    axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
+            "patch": values(m.patches) or [BASELINE], "allocator": values(m.allocators) or ["glibc"]}
+    if m.python and (axes["torch"] or axes["deepspeed"]):
+        raise UserError("--python fixes torch and DeepSpeed for every cell; drop --torch/--deepspeed or --python")
+    if bool(axes["torch"]) != bool(axes["deepspeed"]):  # an env needs both: the other is this Python's version
+        missing = "deepspeed" if axes["torch"] else "torch"
+        axes[missing] = [host.package_version(missing) or "?"]
+    unknown = [a for a in axes["allocator"] if a not in ALLOCATORS]
+    if unknown:
+        raise UserError(f"--allocator {unknown[0]}: unknown allocator (known: {', '.join(ALLOCATORS)})")
+    specs = patch_specs(scen, axes["patch"])
+    worker_python = envs.resolve_python(None, m.python)[0] if m.python else None
+    definition = {"scenario": m.scenario_ref, "sets": sets, "repeat": m.repeat, "python": worker_python, **axes,
+                  **({"malloc_env": m.malloc_env} if m.malloc_env else {})}
+    directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
+    all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"])
+    if m.dry_run:
+        return Outcome("matrix-list", _listing(all_cells, directory, m.repeat, shard))
+    if m.malloc_env:
+        say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.malloc_env.items())
+            + " (--malloc-env overrides)")
+    c = Campaign.open(directory, "matrix", definition, m.fresh, shard)
+    c.set_entries([{"id": cell.id, **asdict(cell), "status": "pending"} for cell in all_cells])
+    c.index["command"] = list(sys.argv)
+    c.save()
+    interrupted = _run_cells(m, all_cells, c, scen, sets, specs, worker_python)
+    data = table(directory)
+    return Outcome("matrix", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
+
+
+def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scenario.Scenario, sets: list[str],
+               specs: dict[str, list[str]], python: str | None) -> bool:
+    """Run every cell of this shard not yet finished; True if interrupted (Ctrl-C)."""
+    bar = CampaignProgress(len(all_cells), f"matrix {c.directory.name}" + (f" (shard {c.shard})" if c.shard else ""))
+    skipped = 0
+    for done, cell in enumerate(all_cells):
+        if not c.owns(cell.id):
+            continue
+
+        def run_cell(group_dir: Path, cell: Cell = cell, done: int = done) -> list[str]:
+            bar.show(done, f"cell {cell.id}")
+            worker, env_name = (python, None) if python else envs.for_versions(cell.torch, cell.deepspeed, m.pip, say)
+            argv = rerun_argv(m.scenario_ref, sets, specs[cell.patch], m.repeat, group_dir, env_name, worker,
+                              cell.allocator, m.malloc_env)
+            req = launch.RunRequest(scenario=scen, scenario_ref=m.scenario_ref, label=cell.patch,
+                                    patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
+                                    out=group_dir, python=worker, command=argv)
+            c.update(cell.id, status="running", env=env_name, python=worker, group=str(group_dir), error=None)
+            return engine.run_group(req, m.repeat)
+
+        try:
+            got = c.ensure(cell.id, m.repeat, run_cell, m.retry_failed)
+        except UserError as e:
+            say(f"cell {cell.id} failed: {e}")
+            c.update(cell.id, status="failed", error=str(e))
+            continue
+        if got.reused:
+            skipped += 1
+            c.update(cell.id, status=got.status, statuses=got.statuses)
+            continue
+        c.update(cell.id, status=got.status, statuses=got.statuses,
+                 error=None if got.status == "done" else f"runs ended {', '.join(got.statuses) or 'before a run'}")
+        if got.status == "interrupted":
+            return True
+    bar.show(len(all_cells), "finished" + (f" ({skipped} finished cells skipped)" if skipped else ""))
+    return False
+
+
+def _listing(all_cells: list[Cell], directory: Path, repeat: int, shard: Shard | None) -> dict[str, Any]:
+    return {"matrix": str(directory), "repeat": repeat, "shard": str(shard) if shard else None,
+            "cells": [{"id": c.id, "torch": c.torch, "deepspeed": c.deepspeed, "patch": c.patch,
+                       "allocator": c.allocator, "finished": engine.finished(directory / c.id, repeat),
+                       "shard": shard.owner(i, len(all_cells)) if shard else None}
+                      for i, c in enumerate(all_cells)]}

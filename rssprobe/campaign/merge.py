@@ -1,0 +1,124 @@
+"""`rssprobe merge DIR... --out DIR`: the shards of one campaign joined into one campaign directory.
+
+Each shard (`--shard K/N` of a matrix, a plan or a size sweep) ran its share of the groups into its own
+directory. The merge copies every group a shard holds into --out and writes one index, so that show,
+diff, report and the verdict report read the result as if it had run on one machine. It refuses (one line,
+exit 2) shards of different campaigns (their definitions differ), a group two shards hold with different
+runs, a damaged index, and an --out that exists and is not empty; it never writes into its inputs.
+A group no shard holds is named, and stays to run (rerunning the campaign's command into --out runs it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import contract
+from ..errors import UserError
+from ..store import campaign as index_file
+from ..store import layout
+from ..store.rundir import GroupDir
+from ..store.writer import now_iso, write_json_atomic
+from .engine import OTHER_SHARD, Campaign, normal
+
+MERGEABLE = ("matrix", "plan", "scale")
+
+
+@dataclass
+class Merged:
+    out: Path
+    kind: str
+    taken: dict[str, str] = field(default_factory=dict)  # group -> the input it came from
+    missing: list[str] = field(default_factory=list)  # groups no input holds
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "kind": self.kind, "taken": self.taken, "missing": self.missing}
+
+
+def _digest(root: Path) -> dict[str, str]:
+    """Every file of a group (relative path -> sha256): two copies of one group are the same bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def _holds(c: Campaign, entry: dict[str, Any]) -> bool:
+    """Whether this shard ran the entry's group (a finished or failed group, not another shard's)."""
+    group = c.directory / index_file.entry_dir(c.index, entry)
+    return GroupDir.is_group(group) and entry.get("status") not in ("pending", "running", OTHER_SHARD)
+
+
+def _check_out(out: Path, inputs: list[Path]) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: exists and is not empty; merge writes a new directory (give another --out)")
+    for d in inputs:
+        a, b = d.resolve(), out.resolve()
+        if a == b or a in b.parents or b in a.parents:
+            raise UserError(f"{out}: overlaps the input {d}; merge never writes into its inputs")
+
+
+def merge(inputs: list[Path], out: Path) -> Merged:
+    """Join the shards `inputs` into `out` (see the module's doc)."""
+    if not inputs:
+        raise UserError("merge: name the shards' directories (rssprobe merge DIR... --out DIR)")
+    _check_out(out, inputs)
+    shards = [Campaign.read(d) for d in inputs]
+    first = shards[0]
+    if first.kind not in MERGEABLE:
+        raise UserError(f"{first.directory}: a {first.kind} directory; merge joins matrix, plan and scale shards")
+    for c in shards[1:]:
+        if c.kind != first.kind:
+            raise UserError(f"{c.directory}: a {c.kind} directory, {first.directory} a {first.kind} one; merge joins "
+                            "shards of one campaign")
+        if normal(c.definition) != normal(first.definition):
+            keys = sorted(k for k in {*c.definition, *first.definition}
+                          if c.definition.get(k) != first.definition.get(k))
+            raise UserError(f"{c.directory}: a different campaign from {first.directory} (definitions differ in "
+                            f"{', '.join(keys) or 'their values'}); merge joins shards of one campaign")
+    result = Merged(out, first.kind)
+    sources: dict[str, tuple[Campaign, dict[str, Any]]] = {}
+    for c in shards:
+        for entry in c.entries():
+            key = index_file.entry_dir(c.index, entry)
+            if not _holds(c, entry):
+                continue
+            if key in sources:
+                other = sources[key][0]
+                if _digest(other.directory / key) != _digest(c.directory / key):
+                    raise UserError(f"{key}: in both {other.directory} and {c.directory}, with different runs; "
+                                    "merge takes each group from one shard (merge shards K/N, each once)")
+                continue
+            sources[key] = (c, entry)
+    out.mkdir(parents=True, exist_ok=True)
+    every: dict[str, dict[str, Any]] = {}  # each group of any shard's index, in the campaign's order
+    for c in shards:
+        for entry in c.entries():
+            every.setdefault(index_file.entry_dir(c.index, entry), entry)
+    entries = []
+    for key, entry in every.items():
+        if key in sources:
+            c, state = sources[key]
+            shutil.copytree(c.directory / key, out / key, symlinks=True)
+            merged = {k: v for k, v in state.items() if k != "shard"}
+            if "group" in merged:
+                merged["group"] = str(out / key)
+            result.taken[key] = str(c.directory)
+        else:
+            merged = {k: v for k, v in entry.items() if k not in ("shard", "statuses", "error", "group")}
+            merged["status"] = "pending"
+            result.missing.append(key)
+        entries.append(merged)
+    index = {k: v for k, v in first.index.items() if k not in ("shard", contract.FORMAT_KEY, "updated")}
+    index[index_file.ENTRIES[first.kind][0]] = entries
+    index.update(command=list(sys.argv), merged_from=[str(d) for d in inputs], merged=now_iso())
+    if first.kind == "plan":
+        plan_file = first.directory / layout.PLAN_FILE
+        if plan_file.is_file():
+            shutil.copy2(plan_file, out / layout.PLAN_FILE)
+        else:
+            write_json_atomic(out / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION})
+    index_file.write_index(out, index)
+    return result

@@ -1,0 +1,147 @@
+"""Running a plan (config/plan.py): every unfinished cell, one at a time, resumable and shardable, one bar.
+
+The same campaign as the matrix (engine.py): matrix.json indexes the cells, plan.json keeps the plan it ran,
+a cell whose group finished is never run again, an unfinished one is run again whole, and --shard K/N runs
+the K-th share of all the plan's cells (optional ones counted, so the share does not depend on --optional).
+The bar counts runs over the whole plan and estimates the time left from the mean wall time of the runs
+finished so far (in this session or an earlier one), so a resumed plan estimates from its first cell on.
+A cell whose versions are this Python's own runs here; others run in an environment built on demand
+(rssprobe.envs), whose first run compiles DeepSpeed's ops (through ccache where present).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .. import contract, envs
+from ..config import scenario
+from ..config.plan import LoadedPlan, PlanCell
+from ..contract import EXIT_INTERRUPTED
+from ..errors import UserError
+from ..log import say
+from ..run import host, launch
+from ..run.group import TRIM_AT_END, rerun_argv
+from ..run.progress import CampaignProgress
+from ..store import layout
+from ..store.rundir import GroupDir
+from ..store.writer import write_json_atomic
+from . import engine
+from .engine import Campaign, Shard
+from .matrix import Outcome, not_done, patch_specs, rows
+
+
+def local_versions() -> tuple[str | None, str | None]:
+    """This interpreter's torch and DeepSpeed versions without local labels (2.13.0+cpu -> 2.13.0)."""
+    def bare(v: str | None) -> str | None:
+        return v.split("+", 1)[0] if v else None
+    return bare(host.package_version("torch")), bare(host.package_version("deepspeed"))
+
+
+def worker_for(cell: PlanCell, pip: tuple[str, ...]) -> tuple[str, str | None]:
+    """(python, env name): this interpreter when the cell's versions are its own, else an environment."""
+    if cell.torch is None or (cell.torch, cell.deepspeed) == local_versions():
+        return sys.executable, None
+    return envs.for_versions(cell.torch, cell.deepspeed, pip, say)
+
+
+def run_seconds(group_dir: Path) -> list[float]:
+    """Wall time of each ended run of a group, from its manifest's start and end."""
+    if not GroupDir.is_group(group_dir):
+        return []
+    return [s for run in GroupDir(group_dir).runs() if (s := run.wall_seconds()) is not None]
+
+
+def _sets(sets: list[str], ranks: int) -> list[str]:
+    return [*sets, f"world_size={ranks}"] if ranks != 1 else sets
+
+
+def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run: bool, retry_failed: bool,
+        fresh: bool, pip: tuple[str, ...], shard_spec: str | None = None) -> Outcome:
+    """Run (or list) the plan; exit 0 all done, 1 a cell failed, 130 interrupted."""
+    shard = Shard.parse(shard_spec)
+    settings = loaded.plan.plan
+    cells = loaded.selected(optional)
+    sets = [*settings.sets, TRIM_AT_END]
+    scens = {ranks: scenario.load(settings.scenario, _sets(sets, ranks)) for ranks in {c.ranks for c in cells}}
+    specs = patch_specs(next(iter(scens.values())), settings.patches)
+    for cell in cells:  # a missing allocator library is one line naming its package, before anything runs
+        host.allocator_library(cell.allocator_name)
+    directory = out or engine.default_dir(layout.matrix_root(), loaded.path.stem, loaded.definition())
+    positions = [loaded.cells.index(c) for c in cells]
+    if dry_run:
+        return Outcome("plan-list", _listing(loaded, cells, positions, directory, shard))
+    c = Campaign.open(directory, "plan", loaded.definition(), fresh, shard)
+    c.set_entries([{"id": cell.id, **asdict(cell), "status": "pending"} for cell in cells], positions,
+                  len(loaded.cells))
+    c.index["command"] = list(sys.argv)
+    c.save()
+    write_json_atomic(directory / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
+                                                     "plan_file": str(loaded.path), "plan": loaded.plan.model_dump()})
+    interrupted = _run_cells(cells, c, settings.scenario, sets, scens, specs, retry_failed, pip)
+    data = table(directory)
+    return Outcome("plan", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
+
+
+def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str], scens: dict[int, scenario.Scenario],
+               specs: dict[str, list[str]], retry_failed: bool, pip: tuple[str, ...]) -> bool:
+    mine = [cell for cell in cells if c.owns(cell.id)]
+    total = sum(cell.repeat for cell in mine)
+    bar = CampaignProgress(total, f"plan {c.directory.name}" + (f" (shard {c.shard})" if c.shard else ""))
+    seconds: list[float] = []
+    done = 0
+    for cell in mine:
+        started = time.monotonic()
+
+        def run_cell(group_dir: Path, cell: PlanCell = cell, done: int = done, seconds: list[float] = seconds
+                     ) -> list[str]:
+            bar.show(done, f"{cell.axis} {cell.value} [{cell.patch}]", seconds)
+            worker, env_name = worker_for(cell, pip)
+            cell_sets = _sets(sets, cell.ranks)
+            argv = rerun_argv(ref, cell_sets, specs[cell.patch], cell.repeat, group_dir, env_name, worker,
+                              cell.allocator_name, cell.malloc_env)
+            req = launch.RunRequest(scenario=scens[cell.ranks], scenario_ref=ref, label=cell.patch,
+                                    patches=specs[cell.patch], allocator=cell.allocator_name,
+                                    malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv)
+            c.update(cell.id, status="running", env=env_name, python=worker, group=str(group_dir), error=None)
+            return engine.run_group(req, cell.repeat)
+
+        try:
+            got = c.ensure(cell.id, cell.repeat, run_cell, retry_failed)
+        except UserError as e:
+            say(f"cell {cell.id} failed: {e}")
+            c.update(cell.id, status="failed", error=str(e), wall_s=time.monotonic() - started)
+            done += cell.repeat
+            continue
+        seconds += run_seconds(c.directory / cell.id)
+        done += cell.repeat
+        if got.reused:
+            c.update(cell.id, status=got.status, statuses=got.statuses)
+            continue
+        c.update(cell.id, status=got.status, statuses=got.statuses, wall_s=time.monotonic() - started,
+                 error=None if got.status == "done" else f"runs ended {', '.join(got.statuses) or 'before a run'}")
+        if got.status == "interrupted":
+            return True
+    bar.show(total, "finished", seconds)
+    return False
+
+
+def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], directory: Path,
+             shard: Shard | None) -> dict[str, Any]:
+    skipped = [f"{c.axis} {c.value}" for c in loaded.cells if c.optional and c not in cells]
+    return {"plan": str(loaded.path), "directory": str(directory), "shard": str(shard) if shard else None,
+            "not_selected": list(dict.fromkeys(skipped)),
+            "cells": [{"id": c.id, **c.__dict__, "finished": engine.finished(directory / c.id, c.repeat),
+                       "shard": shard.owner(p, len(loaded.cells)) if shard else None}
+                      for c, p in zip(cells, positions, strict=True)]}
+
+
+def table(directory: Path) -> dict[str, Any]:
+    """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
+    c = Campaign.read(directory, "plan")
+    data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"], e["ranks"]))
+    return {"directory": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
+            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}

@@ -1,0 +1,24 @@
+"""rssprobe merge: the shards of one campaign (matrix, plan or scale run with --shard K/N) in one directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..campaign import merge as merging
+from ..reporters import show
+from .common_args import format_option
+
+
+@click.command("merge")
+@click.argument("shards", metavar="DIR...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="A new directory for the whole campaign.")
+@format_option()
+def command(shards: tuple[Path, ...], out: Path, fmt: str) -> None:
+    """Join the shards' directories DIR... into --out: show, diff, report and the verdict report then read it as
+    if it had run on one machine. Refuses shards of different campaigns, and an --out that is not empty."""
+    merged = merging.merge(list(shards), out)
+    show.merged(merged.as_dict(), fmt)
+    sys.exit(0)

@@ -1,0 +1,278 @@
+"""Scenario files: a validated TOML schema, packaged defaults, and --set overrides.
+
+A scenario is data: everything a run does (model size, precision, ZeRO config, probes,
+patch set) is declared here, so two runs of one scenario differ only by what the command
+line says (label, patches, allocator), and the manifest can record it whole.
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import tomllib
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from ..contract import INRUN_EVENTS
+from ..errors import UserError, from_validation
+from ..store.reader import read_text
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Model(_Strict):
+    """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width."""
+
+    params: float | None = Field(None, gt=0, description="target parameter count (sets layers)")
+    layers: int | None = Field(None, gt=0)
+    width: int = Field(1024, gt=0)
+    param_groups: int = Field(1, gt=0, description="optimizer param groups (layers split round-robin)")
+    activation: Literal["relu", "gelu", "silu", "tanh", "none"] = Field(
+        "relu", description="nonlinearity between the Linear layers (torch.nn)")
+    activation_checkpointing: Literal["non_reentrant", "reentrant", False] = Field(
+        False, description="torch.utils.checkpoint around each layer (its activation recomputed in backward)")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Model:
+        if (self.params is None) == (self.layers is None):
+            raise ValueError("give exactly one of model.params or model.layers")
+        if self.param_groups > self.n_layers:
+            raise ValueError(f"param_groups ({self.param_groups}) exceeds the number of layers ({self.n_layers})")
+        return self
+
+    @property
+    def n_layers(self) -> int:
+        if self.layers is not None:
+            return self.layers
+        return max(1, round(float(self.params or 0) / (self.width * self.width + self.width)))
+
+    @property
+    def n_params(self) -> int:
+        return self.n_layers * (self.width * self.width + self.width)
+
+
+# ZeRO-3 knobs that decide how much is gathered at once: passed to DeepSpeed as given, and only at stage 3
+# (stages 1 and 2 have no gathered parameters, so a value there would silently mean nothing: refused).
+STAGE3_KNOBS = ("stage3_max_live_parameters", "stage3_prefetch_bucket_size", "stage3_max_reuse_distance",
+                "stage3_param_persistence_threshold")
+
+
+class Zero(_Strict):
+    stage: int = 2
+    offload_optimizer: Literal["cpu"] = "cpu"
+    offload_param: Literal["cpu"] | None = Field(None, description="stage 3 only: partitioned bit16 params on the CPU")
+    pin_memory: bool = True
+    contiguous_gradients: bool = True
+    overlap_comm: bool = False
+    reduce_bucket_size: int = Field(500_000_000, gt=0)
+    allgather_bucket_size: int = Field(500_000_000, gt=0)
+    gradient_clipping: float = Field(1.0, ge=0)
+    stage3_max_live_parameters: int | None = Field(None, ge=0)
+    stage3_prefetch_bucket_size: int | None = Field(None, ge=0)
+    stage3_max_reuse_distance: int | None = Field(None, ge=0)
+    stage3_param_persistence_threshold: int | None = Field(None, ge=0)
+
+    @field_validator("stage")
+    @classmethod
+    def _stage(cls, v: int) -> int:
+        if v not in (1, 2, 3):
+            raise ValueError(f"ZeRO stage {v} does not exist; rssprobe measures stages 1, 2 and 3 with CPU "
+                             "optimizer offload")
+        return v
+
+    @field_validator("reduce_bucket_size", "allgather_bucket_size", *STAGE3_KNOBS, mode="before")
+    @classmethod
+    def _int_from_float(cls, v: Any) -> Any:
+        return int(v) if isinstance(v, float) and v.is_integer() else v
+
+    @field_validator("offload_param", *STAGE3_KNOBS)
+    @classmethod
+    def _stage3_only(cls, v: Any, info: ValidationInfo) -> Any:
+        stage = info.data.get("stage")  # validated before these (declared first); absent when it was refused
+        if v is not None and stage is not None and stage != 3:
+            raise ValueError(f"applies to ZeRO stage 3 only (this scenario is stage {stage})")
+        return v
+
+
+class Optimizer(_Strict):
+    type: Literal["Adam", "AdamW"] = "AdamW"
+    lr: float = Field(1e-4, gt=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+
+
+class Probes(_Strict):
+    sites: Literal["default", "none"] = "default"
+    extra_sites: list[str] = Field(default_factory=list, description="more dotted paths; must exist")
+    trace_sites: list[str] = Field(default_factory=list, description="sites that also log every call")
+    parts: bool = Field(True, description="exact peak of forward / backward / optimizer inside each step")
+    census: bool = True
+    memmap: bool = Field(True, description="at each census, name every resident byte by memory mapping")
+    smaps: bool = True
+    trim_at_end: bool = Field(False, description="malloc_trim(0) after the final census and record what it frees")
+    steady_sites: Literal["light", "full"] = Field(
+        "light", description="site probes from step 2 on. light: the sites called once per parameter tensor "
+                             "(data/sites.toml) pass through and the others read RSS and the exact peak, not "
+                             "glibc's counters (mallinfo2, ~40 us a read in training); full: every call, every "
+                             "figure (probes ~3% of a step on `default` instead of ~0.5%)")
+    alternate: bool = Field(False, description="make bench only: sites, sub-step peaks and smaps off on even steps "
+                                               "(a paired probes on/off A/B inside one process)")
+
+
+class Patches(_Strict):
+    patched: list[str] = Field(default_factory=lambda: ["pr8132"], description="what --patched applies")
+
+
+class Checkpoint(_Strict):
+    """DeepSpeed's save_checkpoint after every `every`-th step, into the run directory (RUN/checkpoints/)."""
+
+    every: int = Field(gt=0, description="save after steps every, 2 x every, ...")
+    consolidate_16bit: bool = Field(False, description="also engine.save_16bit_model (ZeRO stage 3 only)")
+    keep: int = Field(1, ge=0, description="newest tags kept on disk (0 = all), so long runs do not fill the disk")
+
+
+class Eval(_Strict):
+    """`forwards` forward passes through the engine under torch.no_grad() after every `every`-th step."""
+
+    every: int = Field(gt=0)
+    forwards: int = Field(1, gt=0)
+
+
+class Reinit(_Strict):
+    """Tear the engine down (every reference dropped, gc) and deepspeed.initialize a fresh model."""
+
+    every: int = Field(gt=0)
+
+
+EVENTS = INRUN_EVENTS  # the in-run events, in the order they run after a step
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    precision: Literal["bf16", "fp32", "fp16"] = "bf16"
+    steps: int = Field(10, gt=0)
+    micro_batch: int = Field(4, gt=0)
+    grad_accum_steps: int = Field(1, gt=0)
+    seed: int = 0
+    world_size: int = Field(1, gt=0, description="ranks on this machine (torchrun); gloo on CPU, NCCL on GPUs")
+    timeout_s: float = Field(900, gt=0)
+    model: Model
+    zero: Zero = Field(default_factory=Zero)
+    optimizer: Optimizer = Field(default_factory=Optimizer)
+    probes: Probes = Field(default_factory=Probes)
+    patches: Patches = Field(default_factory=Patches)
+    checkpoint: Checkpoint | None = None
+    eval: Eval | None = None
+    reinit: Reinit | None = None
+
+    @model_validator(mode="after")
+    def _events_fit(self) -> Scenario:
+        for name in EVENTS:
+            event = getattr(self, name)
+            if event is not None and event.every > self.steps:
+                raise ValueError(f"{name}.every ({event.every}) exceeds steps ({self.steps}): it would never run")
+        if self.checkpoint is not None and self.checkpoint.consolidate_16bit and self.zero.stage < 3:
+            raise ValueError("checkpoint.consolidate_16bit is for ZeRO stage 3 "
+                             f"(this scenario: stage {self.zero.stage})")
+        return self
+
+    def deepspeed_config(self) -> dict[str, Any]:
+        """The DeepSpeed config dict this scenario stands for."""
+        z, o = self.zero, self.optimizer
+        config: dict[str, Any] = {
+            "train_micro_batch_size_per_gpu": self.micro_batch,
+            "gradient_accumulation_steps": self.grad_accum_steps,
+            "gradient_clipping": z.gradient_clipping,
+            "steps_per_print": 10**9,
+            "zero_optimization": {
+                "stage": z.stage,
+                "offload_optimizer": {"device": z.offload_optimizer, "pin_memory": z.pin_memory},
+                "contiguous_gradients": z.contiguous_gradients,
+                "overlap_comm": z.overlap_comm,
+                "reduce_bucket_size": z.reduce_bucket_size,
+                "allgather_bucket_size": z.allgather_bucket_size,
+            },
+            "optimizer": {"type": o.type, "params": {"lr": o.lr, "betas": list(o.betas), "eps": o.eps,
+                                                     "weight_decay": o.weight_decay}},
+        }
+        zero = config["zero_optimization"]
+        if z.offload_param is not None:
+            zero["offload_param"] = {"device": z.offload_param, "pin_memory": z.pin_memory}
+        zero.update({k: getattr(z, k) for k in STAGE3_KNOBS if getattr(z, k) is not None})
+        if self.precision == "bf16":
+            config["bf16"] = {"enabled": True}
+        elif self.precision == "fp16":
+            config["fp16"] = {"enabled": True}
+        return config
+
+
+def packaged_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("rssprobe.scenarios").iterdir() if p.name.endswith(".toml"))
+
+
+def _read(ref: str) -> tuple[str, dict[str, Any]]:
+    """(label for messages, raw dict) for a path or a packaged scenario name."""
+    path = Path(ref)
+    if path.suffix == ".toml" or path.exists():
+        label, text = str(path), read_text(path)
+    else:
+        res = resources.files("rssprobe.scenarios").joinpath(f"{ref}.toml")
+        if not res.is_file():
+            raise UserError(f"{ref}: no such file or packaged scenario (packaged: {', '.join(packaged_names())})")
+        label, text = f"{ref} (packaged)", res.read_text()
+    try:
+        return label, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{label}: not valid TOML ({e})") from None
+
+
+def _parse_value(text: str) -> Any:
+    """A --set value is read as a TOML value (3, 1e6, true, [1, 2]); anything else is a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+# Keys that replace one another: sizing the model on the command line by parameter count
+# overrides a file that sized it by layers, and the other way round.
+REPLACES = {"model.params": "model.layers", "model.layers": "model.params"}
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--set {item}: expected key=value")
+        if key.strip() in REPLACES:
+            table, _, other = REPLACES[key.strip()].partition(".")
+            if isinstance(out.get(table), dict):
+                out[table].pop(other, None)
+        parts = key.strip().split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UserError(f"{label}: {key}: {part} is not a table")
+            node = child
+        node[parts[-1]] = _parse_value(value.strip())
+    return out
+
+
+def validate(raw: dict[str, Any], label: str) -> Scenario:
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as e:
+        raise from_validation(label, e.errors()) from None
+
+
+def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:
+    label, raw = _read(ref)
+    return validate(apply_overrides(raw, overrides or [], label), label)

@@ -1,0 +1,48 @@
+"""A gate's decision published: the report in the chosen format, one JUnit test case per decided figure,
+and the markdown verdict appended to $GITHUB_STEP_SUMMARY when that is set (GitHub Actions' job summary)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import verdicts
+from . import diffviews, junit, markdown
+from .output import emit
+from .show import comparison, scale_comparison
+from .table import Table
+
+
+def publish(markdown_text: str) -> None:
+    """Append to the GitHub Actions job summary, when running there."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as f:
+            f.write(markdown_text + "\n")
+
+
+def _limits(data: dict[str, Any], fmt: str) -> None:
+    table = Table(f"Ceilings from {data['limits']} (bytes per parameter)", ["figure", "limit", "values", "verdict"],
+                  [[c["metric"], f"{c['limit']:.2f}", ", ".join(f"{v:.2f}" for v in c["values"]) or "n/a",
+                    c["verdict"]] for c in data["checks"]])
+    lines = [f"gate {data['side']} against {data['limits']}: verdict {data['verdict'].upper()}",
+             *[f"WARNING: {p}" for p in data["problems"]]]
+    emit(fmt, {k: v for k, v in data.items() if k not in ("side", "limits")}, lines, [table],
+         alarm=verdicts.exit_code(data["verdict"]) != 0)
+    publish(markdown.render(lines, [table]))
+
+
+def show(kind: str, data: dict[str, Any], cases: list[tuple[str, str, str]], fmt: str,
+         junit_file: Path | None) -> None:
+    """Publish a gate's result (workflows.gate.GateResult's kind, data and cases)."""
+    if kind == "limits":
+        _limits(data, fmt)
+    elif kind == "sweeps":
+        publish(markdown.render(*scale_comparison(data, fmt)))
+    else:
+        comparison(data, fmt)
+        publish(diffviews.verdict_paragraph(data) + "\n\n"
+                + markdown.render(diffviews.header_lines(data), diffviews.tables(data)))
+    if junit_file:
+        junit.write(junit_file, "rssprobe.gate", cases)

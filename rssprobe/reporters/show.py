@@ -1,0 +1,197 @@
+"""What the commands show: a run, a group, a size sweep, a matrix or a plan; a comparison of two; a bisect's
+result; a merge. Each takes the data a workflow or campaign returned (its JSON form) and emits it in the
+chosen format (output.emit); nothing here reads a file or computes a figure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .. import verdicts
+from ..analysis import metrics
+from ..analysis.metrics import PATCH_EFFECTS, columns
+from . import diffviews, markdown, scaleviews, views
+from .output import emit
+from .table import Table, bpp
+
+
+def status_table(summaries: list[dict[str, Any]]) -> Table:
+    """Each run's status (ok, failed, incomplete, running, ...) and why, as a table (CSV has no header lines)."""
+    return Table("Status", ["run", "status", "reason", "steps", "zero"],
+                 [[s["run"], s["status"], s.get("error") or "", f"{s['steps_done']}/{s['steps_requested']}",
+                   views.zero_line(s)] for s in summaries])
+
+
+def run(data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None) -> None:
+    tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
+    if fmt == "csv":  # the header lines, which carry the status, are not part of CSV
+        tables = [status_table([data]), *tables]
+    emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]))
+    if fmt == "terminal" and data["status"] != "ok" and log_tail:
+        click.echo(f"last lines of the worker's output ({data['path']}/worker*.log):\n{log_tail}", err=True)
+
+
+def group(data: dict[str, Any], fmt: str) -> None:
+    summaries = data["runs"]
+    lines = [f"group {data['group']}: {len(summaries)} runs of {data['scenario']} [{data['label']}]"]
+    lines += [views.header_lines(s)[0] for s in summaries]
+    bad = any(s["status"] != "ok" or s["never_took_effect"] for s in summaries)
+    tables = [status_table(summaries)] if fmt == "csv" else []
+    emit(fmt, data, lines, [*tables, views.group_table(data)], bad)
+
+
+def scale(data: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
+    """A size sweep: the fit of every figure over its sizes."""
+    tables = [scaleviews.fit_table(data, all_sites or fmt in ("csv", "json")), scaleviews.sizes_table(data)]
+    emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]))
+
+
+def _effect(c: dict[str, Any] | None) -> str:
+    if c is None:
+        return ""
+    return bpp(c["delta"], signed=True) + ("" if c["verdict"] == verdicts.SAME else f" ({c['verdict']})")
+
+
+FIGURES = columns(*metrics.MATRIX_FIGURES)
+
+
+def _campaign_lines(kind: str, where: str, data: dict[str, Any]) -> list[str]:
+    cells = data["cells"]
+    shard = f" (shard {data['shard']}: the other shards' cells are theirs)" if data.get("shard") else ""
+    lines = [f"{kind} {where}: {len(cells)} cells, {sum(c['status'] == 'done' for c in cells)} done{shard}"]
+    return lines + [f"FAILED {line}" for line in data["failed"]]
+
+
+def matrix(data: dict[str, Any], fmt: str) -> None:
+    """The one table: headline figures per cell and each patch's effect."""
+    figures, effects = FIGURES, PATCH_EFFECTS
+    rows = []
+    for c in data["cells"]:
+        versions = c["versions"]
+        rows.append([versions.get("torch") or c["torch"] or "?", versions.get("deepspeed") or c["deepspeed"] or "?",
+                     c["patch"], c["allocator"], c["runs_ok"] or c["status"],
+                     *[bpp(c["figures"].get(k)) for k in figures], *[_effect(c["effects"].get(k)) for k in effects]])
+    columns = ["torch", "deepspeed", "patch", "allocator", "runs ok", *figures.values(),
+               *[f"effect: {figures[k]}" for k in effects]]
+    name = data["matrix"].rstrip("/").rsplit("/", 1)[-1]
+    table = Table(f"Matrix {name} (bytes per parameter above the pre-model baseline; mean of the finished runs)",
+                  columns, rows, note="columns: " + ", ".join(f"{label} = {k}" for k, label in figures.items())
+                  + "; effect = patched minus baseline of the same versions and allocator, with the verdict when "
+                  "it is not 'same'")
+    emit(fmt, data, _campaign_lines("matrix", data["matrix"], data), [table], alarm=bool(data["failed"]))
+
+
+def plan(data: dict[str, Any], fmt: str) -> None:
+    """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
+    figures, effects = FIGURES, PATCH_EFFECTS
+    rows = [[c["axis"], c["value"], c["patch"], c["runs_ok"] or c["status"],
+             *[bpp(c["figures"].get(k)) for k in figures], *[_effect(c["effects"].get(k)) for k in effects]]
+            for c in data["cells"]]
+    name = data["directory"].rstrip("/").rsplit("/", 1)[-1]
+    table = Table(f"Plan {name} (bytes per parameter above the pre-model baseline; mean of the finished runs)",
+                  ["axis", "value", "patch", "runs ok", *figures.values(),
+                   *[f"effect: {figures[k]}" for k in effects]], rows)
+    emit(fmt, data, _campaign_lines("plan", data["directory"], data), [table], alarm=bool(data["failed"]))
+
+
+def _owner(c: dict[str, Any], data: dict[str, Any]) -> str:
+    shard = data.get("shard")
+    if not shard:
+        return ""
+    return " (this shard)" if str(c["shard"]) == shard.split("/")[0] else f" (shard {c['shard']})"
+
+
+def matrix_list(data: dict[str, Any], fmt: str) -> None:
+    rows = [[c["id"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", c["patch"], c["allocator"],
+             ("finished" if c["finished"] else "to run") + _owner(c, data)] for c in data["cells"]]
+    table = Table(f"{len(rows)} cells x {data['repeat']} runs in {data['matrix']}",
+                  ["cell", "torch", "deepspeed", "patch", "allocator", "state"], rows)
+    emit(fmt, data, [], [table], alarm=False)
+
+
+def plan_list(data: dict[str, Any], fmt: str) -> None:
+    cells = data["cells"]
+    rows = [[c["axis"], c["value"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", c["allocator"],
+             str(c["ranks"]), c["patch"], str(c["repeat"]), ("finished" if c["finished"] else "to run")
+             + _owner(c, data)] for c in cells]
+    skipped = data["not_selected"]
+    table = Table(f"{len(cells)} cells, {sum(c['repeat'] for c in cells)} runs in {data['directory']}",
+                  ["axis", "value", "torch", "deepspeed", "allocator", "ranks", "patch", "runs", "state"], rows,
+                  note=("optional, not selected (--optional runs them): " + ", ".join(skipped)) if skipped else "")
+    emit(fmt, data, [], [table], alarm=False)
+
+
+def comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
+    """A comparison (analysis.compare.Result.as_dict()) as diff and gate print it."""
+    lines = diffviews.header_lines(result)
+    tables = diffviews.tables(result, all_sites or fmt in ("json", "csv"))
+    if fmt == "markdown":
+        click.echo(diffviews.verdict_paragraph(result) + "\n\n" + markdown.render(lines, tables), nl=False)
+    else:
+        if fmt == "terminal":
+            lines = [*lines, f"verdict: {result['verdict'].upper()}"]
+        emit(fmt, result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0)
+
+
+def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) -> tuple[list[str], list[Table]]:
+    """Two size sweeps: slope and fixed part of every figure, each with its own verdict; (lines, tables) shown."""
+    lines = [*scaleviews.diff_header_lines(result), scaleviews.verdict_line(result)]
+    tables = [scaleviews.diff_table(result, all_sites or fmt in ("json", "csv"))]
+    emit(fmt, result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0)
+    return lines, tables
+
+
+def compared(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
+    if kind == "sweeps":
+        scale_comparison(data, fmt, all_sites)
+    else:
+        comparison(data, fmt, all_sites)
+
+
+def view(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None) -> None:
+    """Whatever `show` found: one of run, group, scale, matrix, plan (and their dry-run listings)."""
+    if kind == "run":
+        run(data, fmt, all_sites, log_tail)
+    elif kind == "group":
+        group(data, fmt)
+    elif kind == "scale":
+        scale(data, fmt, all_sites)
+    else:
+        {"matrix": matrix, "plan": plan, "matrix-list": matrix_list, "plan-list": plan_list,
+         "bisect": bisect}[kind](data, fmt)
+
+
+def probes_table(data: dict[str, Any]) -> Table:
+    """A bisect's probes, each against the reference."""
+    rows = [[i + 1, r["what"], r["round"], r["runs"], bpp(r.get("a")), bpp(r.get("b")), bpp(r.get("delta"), True),
+             verdicts.mark(r["verdict"]) if r["verdict"] in verdicts.TABLE else r["verdict"], r["answer"]]
+            for i, r in enumerate(data.get("probes", []))]
+    sought = {"up": "an increase", "down": "a decrease", None: "either way"}[data["direction"]]
+    return Table(f"Probes ({data['metric']}, bytes per parameter; A = {data['reference']})",
+                 ["probe", "tried", "round", "runs ok", "A", "B", "B - A", "verdict", "answer"], rows,
+                 note=f"a change counts at >= {data['threshold']} B/param and p <= {data['alpha']}, and only "
+                      f"{sought}; undecided probes get another round of repeats")
+
+
+def commits_table(data: dict[str, Any]) -> Table:
+    return Table(f"Commits tested ({data['metric']}, bytes per parameter)",
+                 ["commit", "subject", "verdict", data["metric"]],
+                 [[c["commit"][:10], c["subject"], c["verdict"], bpp(c["mean"])] for c in data["commits"]])
+
+
+def bisect(data: dict[str, Any], fmt: str) -> None:
+    tables = [commits_table(data) if data["mode"] == "commits" else probes_table(data)]
+    if data.get("comparison"):
+        tables += diffviews.tables(data["comparison"])
+    lines = [*data["lines"], *[f"WARNING: {w}" for w in data["warnings"]], f"runs under {data['root']}"]
+    emit(fmt, data, lines, tables, alarm=data.get("status") != "unchanged")
+
+
+def merged(data: dict[str, Any], fmt: str) -> None:
+    lines = [f"merged {len(data['taken'])} groups into {data['out']} ({data['kind']})"]
+    lines += [f"WARNING: {key}: in no shard; to run (the campaign's command with --out {data['out']} runs it)"
+              for key in data["missing"]]
+    table = Table("Groups and the shard each came from", ["group", "from"],
+                  [[key, source] for key, source in data["taken"].items()])
+    emit(fmt, data, lines, [table], alarm=bool(data["missing"]))

@@ -1,0 +1,62 @@
+"""The environment of every process rssprobe starts in the worker's Python, built here and nowhere else.
+
+The worker's Python finds this very rssprobe first on its path (PACKAGE_PARENT), whatever is installed in
+it; its bin directory comes first on PATH (ninja for JIT-compiled ops lives there in a venv). A worker also
+gets its compiled-ops cache, the orchestrator's pid for its lifeline, rendezvous variables, the allocator
+(LD_PRELOAD), ccache behind op builds and the run's glibc knobs. A short probe of the worker's Python
+(preflight's site check, doctor's self-check, make bench's import cost) gets the same path and the CPU
+accelerator unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from ..contract import ORCHESTRATOR_ENV
+from . import compilecache, host
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the directory that holds this rssprobe package
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base(python: str) -> dict[str, str]:
+    """This process's environment with this rssprobe first on the path of `python`."""
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": os.pathsep.join([PACKAGE_PARENT, *filter(None, [env.get("PYTHONPATH")])]),
+        "PYTHONUNBUFFERED": "1",
+        "PATH": os.pathsep.join([str(Path(python).parent), env.get("PATH", "")]),
+    })
+    return env
+
+
+def probe(python: str) -> dict[str, str]:
+    """For a short subprocess of the worker's Python that imports the worker's modules, not a training."""
+    return {**base(python), "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu")}
+
+
+def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, str], torch_version: str,
+           ds_version: str) -> dict[str, str]:
+    """Everything one run's worker (or torchrun and its ranks) gets."""
+    env = base(python)
+    env["TORCH_EXTENSIONS_DIR"] = str(host.ops_cache_dir(python, torch_version, ds_version))
+    env[ORCHESTRATOR_ENV] = str(os.getpid())  # the worker's parent-death check (contract.die_with_parent)
+    # ranks on this node, as DeepSpeed's own launcher exports it: without it DeepSpeed 0.15.x's CPU accelerator
+    # counts devices by running `numactl` (often absent); torchrun passes it on to every rank
+    env["LOCAL_SIZE"] = str(world_size)
+    env["MASTER_PORT"] = str(free_port())  # with more ranks torchrun is given it (--master-port) and sets it per rank
+    if world_size == 1:  # with more ranks torchrun sets these per rank
+        env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"})
+    library = host.allocator_library(allocator)
+    if library:
+        env["LD_PRELOAD"] = library
+    env.update(compilecache.worker_env(python))
+    env.update(malloc_env)
+    return env

@@ -1,0 +1,128 @@
+"""Running one configuration: a single run with a progress bar, or a group of N fresh runs.
+
+The group runner that run, gate, matrix, plan, scale and bisect share; `rerun_argv` is the `rssprobe run`
+command line a group started by a campaign records, so it can be rerun on its own. Nothing here prints a
+result: the workflows return what ran, the commands show it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import envs
+from ..config import overlay, patchsets, scenario
+from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
+from ..errors import UserError
+from ..log import say
+from ..store.rundir import GroupDir
+from . import launch, preflight
+from .progress import RunProgress
+
+__all__ = ["STEADY_MALLOC_ENV", "TRIM_AT_END", "Start", "build_request", "exit_code", "order", "rerun_argv",
+           "run_group", "run_groups", "run_one"]
+
+# end every run of a comparison with malloc_trim(0): RSS after it is a low-noise figure (--trim-at-end)
+TRIM_AT_END = "probes.trim_at_end=true"
+
+
+def exit_code(status: str) -> int:
+    return {"ok": 0, "interrupted": EXIT_INTERRUPTED}.get(status, 1)
+
+
+def run_one(req: launch.RunRequest, title: str = "") -> launch.RunResult:
+    """One run with a progress bar."""
+    prepared = launch.prepare(req)
+    with RunProgress(req.scenario.steps, title or f"{req.scenario.name} [{req.label}]",
+                     ranks=req.scenario.world_size) as progress:
+        return launch.run(prepared, progress)
+
+
+def run_group(req: launch.RunRequest, repeat: int, title: str = "") -> tuple[GroupDir, list[str]]:
+    """N fresh runs of one configuration into a group directory; stops early on Ctrl-C."""
+    [(group, statuses)] = run_groups([req], repeat, title=title)
+    return group, statuses
+
+
+# runs one request into its member directory, given a progress title
+Execute = Callable[[launch.RunRequest, str], launch.RunResult]
+
+
+def order(n_groups: int, round_no: int) -> list[int]:
+    """The groups' order in round `round_no` (1-based): forwards in odd rounds, backwards in even ones."""
+    forwards = list(range(n_groups))
+    return forwards if round_no % 2 else forwards[::-1]
+
+
+def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | None = None,
+               title: str = "") -> list[tuple[GroupDir, list[str]]]:
+    """`repeat` fresh runs of each request, measured alternately member by member; stops after an interruption.
+
+    Running all of one group before another turns any drift of the machine (other load, page cache, a
+    compile elsewhere) into a perfect separation that a rank test reads as significant; alternating
+    spreads it over both, and the order of each round alternates too (A B, then B A, ...), so a steady
+    drift does not favour the group that goes first. Returns each request's group and its runs' statuses.
+    """
+    run = execute or (lambda req, text: run_one(req, title=text))
+    made = [GroupDir.create(req.out, req.scenario.name, req.label, repeat) for req in reqs]
+    statuses: list[list[str]] = [[] for _ in reqs]
+    for i in range(1, repeat + 1):
+        for j in order(len(reqs), i):
+            req = reqs[j]
+            result = run(dataclasses.replace(req, out=made[j].member(i)),
+                         f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}")
+            statuses[j].append(result.status)
+            if result.status == "interrupted":
+                return list(zip(made, statuses, strict=True))
+    return list(zip(made, statuses, strict=True))
+
+
+def rerun_argv(ref: str, sets: list[str], patches: list[str], repeat: int, out: Path, env_name: str | None,
+               python: str, allocator: str = "glibc", malloc_env: dict[str, str] | None = None) -> list[str]:
+    """The `rssprobe run` command line that reproduces one group started by a campaign."""
+    argv = ["rssprobe", "run", ref, *[a for s in sets for a in ("--set", s)], "--trim-at-end",
+            "--allocator", allocator, "--repeat", str(repeat), "--out", str(out)]
+    argv += [a for p in patches for a in ("--patch", p)]
+    argv += [a for k, v in (malloc_env or {}).items() for a in ("--malloc-env", f"{k}={v}")]
+    return argv + (["--env", env_name] if env_name else ["--python", python])
+
+
+@dataclass
+class Start:
+    """What `rssprobe run` (and `scale`, per size) was asked for."""
+
+    scenario_ref: str
+    sets: list[str]
+    out: Path | None = None
+    baseline: bool = False
+    patched: bool = False
+    patches: list[str] = field(default_factory=list)
+    patch_files: list[Path] = field(default_factory=list)
+    allocator: str = "glibc"
+    malloc_env: dict[str, str] = field(default_factory=dict)
+    label: str | None = None
+    memray: bool = False
+    repeat: int = 1
+    env_ref: str | None = None
+    python: str | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+def build_request(s: Start) -> launch.RunRequest:
+    """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
+    scen = scenario.load(s.scenario_ref, s.sets)
+    preflight.check_memory(scen)
+    patch_label, specs = patchsets.resolve(scen, s.baseline, s.patched, s.patches)
+    overlay.read_diffs(s.patch_files)  # a diff that cannot be used fails before a run directory exists
+    if s.patch_files:
+        if s.baseline:
+            raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")
+        names = "+".join(p.stem for p in s.patch_files)
+        patch_label = names if patch_label == patchsets.BASELINE else f"{patch_label}+{names}"
+    worker_python, env_name = envs.resolve_python(s.env_ref, s.python, log=say)
+    argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
+    return launch.RunRequest(scenario=scen, scenario_ref=s.scenario_ref, label=s.label or patch_label,
+                             patches=specs, allocator=s.allocator, malloc_env=s.malloc_env, out=s.out,
+                             patch_files=s.patch_files, memray=s.memray, python=worker_python, command=argv)

@@ -1,0 +1,328 @@
+"""Launch one worker process for one run, follow its event stream, and record how it ended.
+
+The orchestrator never measures anything itself: it prepares the run directory (worker.json and the
+manifest, as the contract defines them) and the worker's environment (run/environment.py), tails
+events.jsonl for progress, enforces the timeout, forwards Ctrl-C, and writes the final status into the
+manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import contract
+from ..config import overlay
+from ..config import sites as sites_config
+from ..config.scenario import Scenario
+from ..errors import UserError
+from ..store import judgement, reader
+from ..store.rundir import RunDir
+from ..store.writer import now_iso, write_json_atomic
+from . import environment, host, lifeline, nodewatch, opcache, preflight
+
+
+@dataclass
+class RunRequest:
+    scenario: Scenario
+    scenario_ref: str
+    label: str = "baseline"
+    patches: list[str] = field(default_factory=list)  # component specs, already expanded
+    allocator: str = "glibc"
+    malloc_env: dict[str, str] = field(default_factory=dict)
+    out: Path | None = None
+    python: str = sys.executable
+    patch_files: list[Path] = field(default_factory=list)  # unified diffs against installed packages
+    memray: bool = False  # native view: memray captures per phase (inflates RSS; see --memray)
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+
+
+@dataclass
+class RunResult:
+    run: RunDir
+    status: str
+    manifest: dict[str, Any]
+
+
+def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[str, str]:
+    return environment.worker(req.python, req.scenario.world_size, req.allocator, req.malloc_env, torch_version,
+                              ds_version)
+
+
+def worker_command(req: RunRequest, run_dir: RunDir, port: str) -> list[str]:
+    """One worker process, or N ranks under torchrun (gloo on CPU, NCCL with GPUs) on a free port."""
+    worker = ["-m", "rssprobe.worker", str(run_dir.path)]
+    n = req.scenario.world_size
+    if n == 1:
+        return [req.python, *worker]
+    return [req.python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={n}",
+            "--master-addr=127.0.0.1", f"--master-port={port}", *worker]
+
+
+def _dead_rank(log: str) -> tuple[int, int] | None:
+    """(rank, exit code) of torchrun's 'Root Cause (first observed failure)', if it printed one."""
+    root = log.split("Root Cause", 1)
+    if len(root) < 2:
+        return None
+    rank = re.search(r"rank\s*:\s*(\d+)", root[1])
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", root[1])
+    return (int(rank.group(1)), int(code.group(1))) if rank and code else None
+
+
+def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out: bool,
+                 interrupted: bool) -> tuple[str, str | None]:
+    kinds = {e["event"]: e for e in events}
+    if "usage_error" in kinds:
+        return "failed", kinds["usage_error"]["message"]
+    if timed_out:
+        return "timeout", "the worker ran past the scenario's timeout_s and was killed"
+    end = kinds.get("end")
+    if interrupted or (end and end.get("status") == "interrupted"):
+        return "interrupted", "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
+    if end and end.get("status") == "ok":
+        # judged by the steps it finished and the end event it wrote; an exit status after that (DeepSpeed
+        # 0.15.4's rank 0 aborts at exit) is reported beside it (exit_after_end), not taken for a failure
+        return "ok", None
+    if "error" in kinds:
+        return "failed", kinds["error"]["message"]
+    if end and end.get("status") == "terminated":
+        return "failed", "stopped by SIGTERM (another rank failed, or its launcher ended)"
+    if returncode is None:
+        return "failed", "did not finish (no end event: stopped after another rank failed, died, or still running)"
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name
+        hint = " (SIGKILL: possibly the kernel's OOM killer)" if returncode == -signal.SIGKILL else ""
+        return "failed", f"the worker was killed by {sig}{hint}"
+    return "failed", f"the worker exited with code {returncode} before finishing"
+
+
+@dataclass
+class Prepared:
+    """A run directory with its manifest and worker instructions written, ready to launch."""
+
+    req: RunRequest
+    run_dir: RunDir
+    env: dict[str, str]
+
+
+def prepare(req: RunRequest) -> Prepared:
+    """Everything that can fail on bad input fails here, before any process starts."""
+    preflight.check_sites(req.scenario, req.patches, req.python, overlay=bool(req.patch_files))
+    other_python = None if req.python == sys.executable else req.python
+    torch_version = host.package_version("torch", other_python)
+    ds_version = host.package_version("deepspeed", other_python)
+    if torch_version is None or ds_version is None:
+        missing = "torch" if torch_version is None else "deepspeed"
+        raise UserError(f"{req.python}: {missing} is not installed for this Python")
+    if req.memray and host.package_version("memray", other_python) is None:
+        raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
+    env = _worker_env(req, torch_version, ds_version)
+    run_dir = RunDir.create(req.out, req.scenario.name, req.label)
+    overlay_dir = run_dir.path / contract.OVERLAY
+    try:
+        patch_records = overlay.prepare(req.patch_files, overlay_dir) if req.patch_files else []
+    except UserError:
+        shutil.rmtree(run_dir.path)  # nothing ran: leave no half-made run behind
+        raise
+    resolved = req.scenario.model_dump(mode="json")
+    resolved["model"]["layers"] = req.scenario.model.n_layers  # a size given as params, resolved once, here
+    spec = contract.WorkerSpec(
+        scenario=resolved, deepspeed_config=req.scenario.deepspeed_config(), patches=req.patches,
+        sites=sites_config.for_scenario(req.scenario), sites_first_step_only=sites_config.first_step_only(req.scenario),
+        overlay=str(overlay_dir) if patch_records else None, memray=req.memray)
+    write_json_atomic(run_dir.path / contract.WORKER_SPEC, spec.as_dict())
+    run_dir.write_manifest(contract.Manifest(
+        id=run_dir.id, label=req.label, status="prepared", started=now_iso(), scenario_ref=req.scenario_ref,
+        scenario=spec.scenario, deepspeed_config=spec.deepspeed_config, command=req.command, python=req.python,
+        host=host.facts(), allocator=req.allocator, ld_preload=env.get("LD_PRELOAD"), malloc_env=req.malloc_env,
+        patches=req.patches, patch_files=patch_records, torch_extensions_dir=env["TORCH_EXTENSIONS_DIR"],
+        memray=req.memray, compiler_cache=env.get("CCACHE_DIR"), world_size=req.scenario.world_size))
+    return Prepared(req, run_dir, env)
+
+
+def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> RunResult:
+    """Launch the worker, follow it to the end, record how it ended."""
+    prepared = req if isinstance(req, Prepared) else prepare(req)
+    req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
+    # who runs it: a reader can tell a run whose orchestrator was killed (SIGKILL) from one still running
+    run_dir.update_manifest(status="running", started=now_iso(), orchestrator=judgement.identity())
+    timed_out = interrupted = False
+    opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
+    with open(run_dir.path / contract.WORKER_LOG, "wb") as log:
+        # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
+        proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
+        deadline = time.monotonic() + req.scenario.timeout_s
+        node = nodewatch.NodePeak()
+
+        def follow(event: dict[str, Any]) -> None:
+            node.watch(event)
+            on_event(event)
+
+        follower = _Follower(run_dir.path, follow)
+        try:
+            while proc.poll() is None:
+                follower.poll()
+                node.sample()
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    _kill(proc)
+                    break
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            interrupted = True
+            _interrupt(proc)
+        proc.wait()
+        follower.poll()
+    # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
+    run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]))
+    return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
+
+
+def collect(path: Path) -> RunResult:
+    """Conclude a run whose ranks another launcher started (rssprobe prepare): every rank's events."""
+    run = RunDir(path)
+    manifest = run.manifest()
+    if not run.ranks():
+        raise UserError(f"{path}: no rank has written events yet ({contract.EVENTS_GLOB})")
+    return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+
+
+def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out: bool = False,
+             interrupted: bool = False) -> RunResult:
+    """Record how a run ended, from its per-rank event streams (returncode None: launched elsewhere)."""
+    per_rank = {r: run_dir.events(r) for r in run_dir.ranks()} or {0: []}
+    status, error, ranks = _final_status(run_dir, per_rank, world_size, returncode, timed_out, interrupted)
+    for rank, rank_events in per_rank.items():
+        finalize(run_dir, rank_events, rank)
+    events = per_rank.get(0, [])  # rank 0 may have died before its first event while others wrote theirs
+    every = [e for rank_events in per_rank.values() for e in rank_events]
+    hello = next((e for e in every if e["event"] == "hello"), {})
+    model = next((e for e in every if e["event"] == "model"), {})
+    last_effects = next((e["effects"] for e in reversed(events) if "effects" in e), {})
+    after_end = None
+    if status == "ok" and returncode not in (0, None):
+        notes = [r["exit_after_end"] for r in ranks.values() if r.get("exit_after_end")]
+        after_end = "; ".join(notes) if notes else exited_after_end(returncode, "torchrun")
+    manifest = run_dir.update_manifest(
+        status=status, error=error, exit_code=returncode, exit_after_end=after_end, ended=now_iso(),
+        versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
+        steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
+        world_size=world_size, ranks=ranks,
+        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None)
+    if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
+        raise UserError(error or "usage error")
+    return RunResult(run_dir, status, manifest)
+
+
+def exited_after_end(returncode: int | None, who: str = "process") -> str | None:
+    """How a process that wrote its end event then exited, when that was not cleanly (else None)."""
+    if returncode in (0, None):
+        return None
+    how = f"SIGNAL {-returncode}" if returncode < 0 else f"code {returncode}"
+    if returncode < 0:
+        try:
+            how = signal.Signals(-returncode).name
+        except ValueError:
+            pass
+    return f"{who} exited with {how} after its end event"
+
+
+def _final_status(run_dir: RunDir, per_rank: dict[int, list[dict[str, Any]]], world_size: int,
+                  returncode: int | None, timed_out: bool, interrupted: bool) -> tuple[str, str | None, dict[str, Any]]:
+    """The run's status and error, and each rank's status, error, finished steps and exit after its end event."""
+    if world_size == 1:
+        status, error = _rank_status(per_rank.get(0, []), returncode, timed_out, interrupted)
+        return status, error, {"0": {"status": status, "error": error,
+                                     "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, [])),
+                                     "exit_after_end": exited_after_end(returncode) if status == "ok" else None}}
+    log = run_dir.path / contract.WORKER_LOG
+    dead = _dead_rank(reader.read_text(log, errors="replace")) if log.exists() else None
+    ranks: dict[str, Any] = {}
+    for rank in range(world_size):
+        events = per_rank.get(rank, [])
+        # torchrun reports only the first rank to fail; the others it stopped (exit code unknown)
+        code = dead[1] if dead and dead[0] == rank else (0 if returncode == 0 else None)
+        status, error = _rank_status(events, code, timed_out, interrupted)
+        ranks[str(rank)] = {"status": status, "error": error, "steps_done": sum(e["event"] == "step" for e in events),
+                            "exit_after_end": exited_after_end(code, f"rank {rank}") if status == "ok" else None}
+    if not timed_out and not interrupted and all(r["status"] == "ok" for r in ranks.values()):
+        return "ok", None, ranks  # every rank wrote its end event: torchrun's exit status is noted beside it
+    for status in ("timeout", "interrupted"):
+        if any(r["status"] == status for r in ranks.values()):
+            return status, next(r["error"] for r in ranks.values() if r["status"] == status), ranks
+    culprit = str(dead[0]) if dead else next((k for k, r in ranks.items() if r["status"] != "ok"), "0")
+    return "failed", f"rank {culprit} died: {ranks[culprit]['error']}; the other ranks were stopped", ranks
+
+
+def _failure_tail(run_dir: RunDir, ranks: dict[str, Any]) -> str:
+    """The failing rank's own log tail (multi-rank), else the worker log's."""
+    failing = [r for r, v in ranks.items() if v["status"] != "ok"]
+    rank_log = contract.rank_log(int(failing[0])) if failing else None
+    if rank_log is not None and (run_dir.path / rank_log).exists():
+        return run_dir.log_tail(20, rank_log)
+    return run_dir.log_tail()
+
+
+def finalize(run_dir: RunDir, events: list[dict[str, Any]], rank: int = 0) -> None:
+    """Write the per-step table from the events (whatever steps finished), and the native view if captured."""
+    from .analysis.native import analyse
+    from .analysis.tables import steps_frame
+
+    steps_frame(events).to_parquet(run_dir.path / contract.steps_file(rank), index=False)
+    if rank:
+        return
+    installed = next((e["installed"] for e in events if e["event"] == "sites"), {})
+    native = analyse(run_dir.path, [s for s, status in installed.items() if status == "ok"])
+    if native is not None:
+        write_json_atomic(run_dir.path / contract.NATIVE, native)
+
+
+class _Follower:
+    """Reads new complete lines of every rank's event stream as the workers append them."""
+
+    def __init__(self, run_dir: Path, on_event: Callable[[dict[str, Any]], None]) -> None:
+        self.run_dir, self.on_event = run_dir, on_event
+        self.offsets: dict[Path, int] = {}
+        self.buffers: dict[Path, bytes] = {}
+
+    def poll(self) -> None:
+        for path in sorted(self.run_dir.glob(contract.EVENTS_GLOB)):
+            with reader.open_regular(path) as f:
+                f.seek(self.offsets.get(path, 0))
+                data = f.read()
+            self.offsets[path] = self.offsets.get(path, 0) + len(data)
+            *lines, self.buffers[path] = (self.buffers.get(path, b"") + data).split(b"\n")
+            for line in lines:
+                try:
+                    self.on_event(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    lifeline.kill_session(proc.pid)  # the compilers too: ninja gives each a process group of its own
+
+
+def _interrupt(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the worker to stop (it records 'interrupted'), then kill it if it does not."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C / SIGTERM
+        _kill(proc)

@@ -1,0 +1,32 @@
+"""A launch rssprobe does not control (several nodes): prepare a shared run directory, say how to start it.
+
+Writes worker.json and the manifest into a directory every node can reach; each rank then
+writes its own event stream there, and run/launch.collect concludes the run.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..config import patchsets, scenario
+from . import launch
+
+
+def prepare(scenario_ref: str, out: Path, world_size: int, sets: list[str], patched: bool,
+            patches: list[str]) -> str:
+    """Prepare the run directory; the instructions for starting the ranks on every node."""
+    scen = scenario.load(scenario_ref, [*sets, f"world_size={world_size}"])
+    label, specs = patchsets.resolve(scen, False, patched, patches)
+    prepared = launch.prepare(launch.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label,
+                                                patches=specs, out=out))
+    env = prepared.env
+    run_dir = shlex.quote(str(prepared.run_dir.path.resolve()))
+    exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "TORCH_EXTENSIONS_DIR"))
+    return (f"prepared {run_dir} for {world_size} ranks. On every node (same torch and DeepSpeed):\n\n"
+            f"  export {exports}\n"
+            f"  torchrun --nnodes NODES --nproc-per-node RANKS_PER_NODE --rdzv-backend c10d \\\n"
+            f"      --rdzv-endpoint FIRST_NODE:29500 -m rssprobe.worker {run_dir}\n\n"
+            f"or, with DeepSpeed's launcher and a hostfile:\n\n"
+            f"  deepspeed --hostfile HOSTFILE --module rssprobe.worker {run_dir}\n\n"
+            f"then, from any node:  rssprobe collect {run_dir}")

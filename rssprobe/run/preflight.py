@@ -1,0 +1,186 @@
+"""Checks that refuse a run before any worker starts: what would otherwise fail only after minutes.
+
+* the model must fit in this machine's memory (an estimate, named in the message);
+* the code sites a user names (probes.extra_sites, probes.trace_sites, an intervention's `site`)
+  must exist in the installed packages: read from their source without importing them where
+  that can tell, else asked of the worker's Python in a subprocess (which imports DeepSpeed);
+* intervention options are checked by config/patchsets.resolve (each option as the contract declares it).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from ..config.scenario import Scenario
+from ..contract import parse
+from ..errors import UserError
+from . import environment
+
+# ZeRO-2 with the optimizer offloaded: fp32 master, fp32 grad, Adam's two states (16 B/param of the whole
+# model, partitioned over the ranks) and, per rank, the bf16 model and its H2D staging copy (4 B/param):
+# the 20 B/param of live buffers measured on the CPU accelerator with one rank (README, "Findings").
+STATE_BYTES_PER_PARAM = 16
+PER_RANK_BYTES_PER_PARAM = 4
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if abs(n) < 1024 or unit == "EiB":
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f}"
+
+
+def check_memory(scen: Scenario, total: int | None = None) -> None:
+    """UserError when the model's buffers alone exceed this machine's memory, naming the estimate."""
+    total = total if total is not None else psutil.virtual_memory().total
+    per_param = STATE_BYTES_PER_PARAM + PER_RANK_BYTES_PER_PARAM * scen.world_size
+    need = scen.model.n_params * per_param
+    if need > total:
+        key = "model.params" if scen.model.params is not None else "model.layers"
+        raise UserError(f"{key}: {scen.model.n_params:,} parameters need about {_size(need)} of host memory "
+                        f"({per_param} B/param: {STATE_BYTES_PER_PARAM} of optimizer state plus "
+                        f"{PER_RANK_BYTES_PER_PARAM} of bf16 model per rank x {scen.world_size}); "
+                        f"this machine has {_size(total)}")
+
+
+def user_sites(scen: Scenario, patches: list[str]) -> list[tuple[str, str]]:
+    """(where it was given, dotted path) of every site that must exist."""
+    out = [("probes.extra_sites", p) for p in scen.probes.extra_sites]
+    out += [("probes.trace_sites", p) for p in scen.probes.trace_sites]
+    for spec in patches:
+        _name, options = parse(spec)
+        if "site" in options:
+            out.append((f"--patch {spec}", options["site"]))
+    return out
+
+
+def _defined(body: list[ast.stmt]) -> tuple[dict[str, ast.AST], bool]:
+    """Names defined at one level of a module or class body; and whether others may exist unseen
+    (an import, a star import, a module __getattr__, any assignment we do not follow)."""
+    names: dict[str, ast.AST] = {}
+    unseen = False
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    unseen = True
+                names[(alias.asname or alias.name).split(".")[0]] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names[n.id] = node
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            unseen = True  # definitions under a condition: do not guess
+    return names, unseen or "__getattr__" in names
+
+
+def static_lookup(path: str) -> tuple[bool | None, list[str]]:
+    """Whether a dotted path is defined, read from the installed source without importing it:
+    True, False (with close names) or None (cannot tell: inherited, imported, dynamic)."""
+    parts = path.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None, []
+    if spec is None or not spec.submodule_search_locations:
+        return None, []
+    directory = Path(next(iter(spec.submodule_search_locations)))
+    module, i = directory / "__init__.py", 1
+    while i < len(parts):
+        if (directory / parts[i] / "__init__.py").is_file():
+            directory = directory / parts[i]
+            module, i = directory / "__init__.py", i + 1
+        elif (directory / f"{parts[i]}.py").is_file():
+            module, i = directory / f"{parts[i]}.py", i + 1
+            break
+        else:
+            break
+    rest = parts[i:]
+    if not rest or not module.is_file():
+        return None, []
+    try:
+        body: list[ast.stmt] = ast.parse(module.read_text(encoding="utf-8")).body
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None, []
+    prefix = ".".join(parts[:i])
+    inherits = False  # inside a class with bases: a name not defined in it may be inherited
+    for j, name in enumerate(rest):
+        names, unseen = _defined(body)
+        node = names.get(name)
+        if node is None:
+            if unseen or inherits:
+                return None, []
+            close = difflib.get_close_matches(name, list(names), n=5)
+            return False, [".".join([prefix, *rest[:j], c]) for c in close]
+        if j == len(rest) - 1:
+            return True, []
+        if not isinstance(node, ast.ClassDef):
+            return None, []
+        inherits = any(not (isinstance(b, ast.Name) and b.id == "object") for b in node.bases) or bool(node.keywords)
+        body = node.body
+    return None, []
+
+
+_ASK = """
+import json, sys
+from rssprobe.worker.sites import SiteError, close_names, resolve
+out = {}
+for path in json.loads(sys.argv[1]):
+    try:
+        found = resolve(path)
+    except SiteError as e:
+        out[path] = str(e)
+        continue
+    except Exception as e:
+        continue  # cannot tell here; the worker will say
+    if found is None:
+        near = close_names(path)
+        out[path] = "does not exist in the installed packages" + (f"; close names: {', '.join(near)}" if near else "")
+print("RSSPROBE-SITES " + json.dumps(out))
+"""
+
+
+def _ask_python(python: str, paths: list[str]) -> dict[str, str]:
+    """path -> why it is missing, by resolving the paths in the worker's Python (imports them)."""
+    env = environment.probe(python)
+    try:
+        proc = subprocess.run([python, "-c", _ASK, json.dumps(paths)], capture_output=True, text=True, env=env,
+                              timeout=300, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RSSPROBE-SITES ")), None)
+    return json.loads(line.removeprefix("RSSPROBE-SITES ")) if line else {}
+
+
+def check_sites(scen: Scenario, patches: list[str], python: str = sys.executable, overlay: bool = False) -> None:
+    """UserError naming the first user-given site that does not exist (with the close names)."""
+    wanted = user_sites(scen, patches)
+    if not wanted or overlay:  # a patch file may add a function: the worker decides then
+        return
+    undecided = []
+    for where, path in wanted:
+        found, close = static_lookup(path) if python == sys.executable else (None, [])
+        if found is False:
+            hint = f"; close names: {', '.join(close)}" if close else ""
+            raise UserError(f"{where}: site {path!r} does not exist in the installed packages{hint}")
+        if found is None:
+            undecided.append((where, path))
+    if undecided:
+        missing = _ask_python(python, [p for _w, p in undecided])
+        for where, path in undecided:
+            if path in missing:
+                raise UserError(f"{where}: site {path!r} {missing[path]}"
+                                if missing[path].startswith("does not") else f"{where}: {missing[path]}")

@@ -1,0 +1,261 @@
+"""Run and run-group directories on disk: reading and writing them, finding them by reference.
+
+What a run directory holds, file by file, is in rssprobe.contract; groups and campaigns in store/layout.py.
+Every file is read through store/reader.py, checked against its definition (the contract's event kinds and
+manifest), and upgraded from older formats (store/upgrade.py). Everything a report shows is derived from
+these files, never kept only in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .. import contract
+from ..contract import EVENTS, MANIFEST, RANK_EVENTS_GLOB, WORKER_LOG
+from ..errors import UserError
+from . import judgement, layout, reader, upgrade
+from .judgement import Events
+from .layout import GROUP, runs_root
+from .writer import now_iso, write_json_atomic
+
+
+def read_events(path: Path) -> Events:
+    """Every event of an events file, in the current format; a torn last line is dropped silently (the
+    worker died mid-write), every other line that is not an event of its kind's shape is reported."""
+    if not path.exists():
+        return Events(exists=False)
+    text = reader.read_text(path)
+    lines = text.split("\n")
+    out = Events()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    found: int | None = None
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if i != last or text.endswith("\n"):  # a torn write is the unterminated last line only
+                out.bad_lines.append((i + 1, "not JSON"))
+            continue
+        if found is None:
+            found = upgrade.events_version(path, event)
+        problem = contract.event_problem(event)
+        if problem:
+            out.bad_lines.append((i + 1, problem))
+        else:
+            out.events.append(upgrade.event(event, found))
+    return out
+
+
+def check_group(path: Path, info: dict[str, Any]) -> dict[str, Any]:
+    for key in ("scenario", "label"):
+        if not isinstance(info.get(key), str):
+            raise UserError(f"{path}: corrupt group file ({key} is missing or not a string)")
+    return upgrade.group(path, info)
+
+
+def read_native(path: Path) -> dict[str, Any]:
+    """native.json: phase -> kind -> rows with bytes, allocations and where."""
+    data = reader.read_json_object(path, "native view")
+    for kinds in data.values():
+        ok = isinstance(kinds, dict) and all(
+            isinstance(rows, list) and all(isinstance(r, dict) and isinstance(r.get("bytes"), (int, float))
+                                           and isinstance(r.get("allocations"), int) and isinstance(r.get("where"), str)
+                                           for r in rows)
+            for rows in kinds.values())
+        if not ok:
+            raise UserError(f"{path}: corrupt native view (not phase -> kind -> rows of bytes, allocations, where)")
+    return data
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def create(cls, out: Path | None, scenario: str, label: str) -> RunDir:
+        if out is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+            out = runs_root() / f"{stamp}-{layout.slug(scenario)}-{label}"
+        if out.exists() and not out.is_dir():
+            raise UserError(f"{out}: exists and is not a directory")
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"{out}: output directory exists and is not empty")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"{out}: cannot create the output directory ({e.strerror or e})") from None
+        return cls(out)
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def manifest(self) -> dict[str, Any]:
+        path = self.path / MANIFEST
+        if not path.exists():
+            raise UserError(f"{self.path}: not a run directory (no {MANIFEST})")
+        manifest = reader.read_json_object(path, "manifest")
+        problem = contract.manifest_problem(manifest)
+        if problem:
+            raise UserError(f"{path}: corrupt manifest ({problem})")
+        return upgrade.manifest(path, manifest)
+
+    def write_manifest(self, manifest: contract.Manifest) -> None:
+        write_json_atomic(self.path / MANIFEST, manifest.as_dict())
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        """Set later fields of the manifest; only names contract.Manifest declares."""
+        unknown = sorted(set(fields) - set(contract.MANIFEST_TYPES))
+        if unknown:
+            raise ValueError(f"not manifest fields (rssprobe.contract.Manifest): {', '.join(unknown)}")
+        manifest = self.manifest()
+        manifest.update(fields)
+        write_json_atomic(self.path / MANIFEST, manifest)
+        return manifest
+
+    def ranks(self) -> list[int]:
+        """The ranks that wrote events (one for a 1-rank run)."""
+        out = [0] if (self.path / EVENTS).exists() else []
+        out += sorted(contract.rank_of_events(p.name) for p in self.path.glob(RANK_EVENTS_GLOB))
+        return out
+
+    def events(self, rank: int = 0) -> list[dict[str, Any]]:
+        """All complete events of a rank; a torn last line (the worker died mid-write) is dropped,
+        and so is a line that is not an event (read_events() names those)."""
+        return self.read_events(rank).events
+
+    def read_events(self, rank: int = 0) -> Events:
+        return read_events(self.path / contract.events_file(rank))
+
+    def incomplete(self, manifest: dict[str, Any] | None = None) -> dict[int, str]:
+        """rank -> why its events do not back a manifest that says ok (empty: they do)."""
+        return judgement.incomplete(manifest or self.manifest(), self.read_events)
+
+    def judged(self, manifest: dict[str, Any] | None = None) -> tuple[str, str | None, dict[int, str]]:
+        """(status, error, rank -> gap) as the files back it (store.judgement.judged)."""
+        return judgement.judged(manifest or self.manifest(), self.read_events)
+
+    def status(self) -> str:
+        """The judged status; "damaged" when the manifest or events cannot be read."""
+        try:
+            return self.judged()[0]
+        except UserError:
+            return "damaged"
+
+    def log_tail(self, lines: int = 20, name: str = WORKER_LOG) -> str:
+        path = self.path / name
+        if not path.exists():
+            return ""
+        try:
+            return "\n".join(reader.read_text(path, errors="replace").splitlines()[-lines:])
+        except UserError as e:
+            return str(e)
+
+    def wall_seconds(self) -> float | None:
+        """From its manifest's start to its end; None for a run that has not ended (or cannot say)."""
+        try:
+            m = self.manifest()
+            return (datetime.fromisoformat(m["ended"]) - datetime.fromisoformat(m["started"])).total_seconds()
+        except (KeyError, TypeError, ValueError, UserError):
+            return None
+
+
+@dataclass(frozen=True)
+class GroupDir:
+    """N runs of one configuration (rssprobe run --repeat N): group.json plus one run dir each."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, out: Path | None, scenario: str, label: str, repeat: int) -> GroupDir:
+        run = RunDir.create(out, scenario, f"{label}-x{repeat}" if out is None else label)
+        group = cls(run.path)
+        write_json_atomic(group.path / GROUP, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "id": group.id,
+                                               "label": label, "scenario": scenario, "repeat": repeat,
+                                               "started": now_iso()})
+        return group
+
+    @staticmethod
+    def is_group(path: Path) -> bool:
+        return (path / GROUP).is_file()
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    def info(self) -> dict[str, Any]:
+        path = self.path / GROUP
+        return check_group(path, reader.read_json_object(path, "group file"))
+
+    def manifest(self) -> dict[str, Any]:  # for sorting alongside runs
+        return self.info()
+
+    def member(self, i: int) -> Path:
+        return self.path / layout.group_member(i)
+
+    def runs(self) -> list[RunDir]:
+        return sorted((RunDir(p) for p in self.path.iterdir() if (p / MANIFEST).is_file()), key=lambda r: r.id)
+
+    def statuses(self) -> list[str]:
+        """Each run's status as its files back it (the one judgement): never ok for an incomplete run."""
+        return [run.status() for run in self.runs()] if self.is_group(self.path) else []
+
+    def finished(self, repeat: int) -> bool:
+        """Every one of `repeat` runs ended (ok, failed or timeout) as its files back it: a campaign reuses it."""
+        statuses = self.statuses()
+        return len(statuses) == repeat and all(s in judgement.ENDED for s in statuses)
+
+
+def find_entries(root: Path | None = None) -> list[RunDir | GroupDir]:
+    """Top-level runs and groups under the runs root, oldest first."""
+    root = root or runs_root()
+    if not root.is_dir():
+        return []
+    entries: list[RunDir | GroupDir] = []
+    for p in root.iterdir():
+        if (p / GROUP).is_file():
+            entries.append(GroupDir(p))
+        elif (p / MANIFEST).is_file():
+            entries.append(RunDir(p))
+
+    def started(e: RunDir | GroupDir) -> str | None:
+        try:
+            return str(e.manifest().get("started", ""))
+        except UserError:
+            return None  # a damaged entry is not the latest of anything; showing it names the damage
+
+    keyed = [(s, e) for e in entries if (s := started(e)) is not None]
+    return [e for _s, e in sorted(keyed, key=lambda se: (se[0], se[1].id))]
+
+
+def resolve_entry(ref: str) -> RunDir | GroupDir:
+    """A run or a run group by path, by id under the runs root, or 'latest'."""
+    if ref == "latest":
+        entries = find_entries()
+        if not entries:
+            raise UserError(f"latest: no runs under {runs_root()}")
+        return entries[-1]
+    for candidate in (Path(ref), runs_root() / ref):
+        if (candidate / GROUP).is_file():
+            return GroupDir(candidate)
+        if (candidate / MANIFEST).is_file():
+            return RunDir(candidate)
+    raise UserError(f"{ref}: no such run or group (not a run directory, not an id under {runs_root()}, "
+                    "not 'latest')")
+
+
+def resolve_runs(ref: str) -> tuple[str, list[RunDir]]:
+    """(name, member runs) of a run (one member) or a group."""
+    entry = resolve_entry(ref)
+    if isinstance(entry, GroupDir):
+        runs = entry.runs()
+        if not runs:
+            raise UserError(f"{ref}: run group has no runs")
+        return entry.id, runs
+    return entry.id, [entry]

@@ -1,0 +1,170 @@
+"""The gate workflow for CI: get the two sides (stored, or run now), or one side and ceilings, and decide.
+
+Returns the decision (GateResult): its verdict, the data every format shows, and one JUnit case per
+decided figure; the command publishes it (reporters/gate.py: the report, JUnit, $GITHUB_STEP_SUMMARY).
+The exit code is the verdict's, from rssprobe.verdicts (`git bisect run`'s reading).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import verdicts
+from ..analysis import metrics, stats, sweep
+from ..analysis.compare import Side, check_limits, compare
+from ..analysis.metrics import GATED
+from ..config import overlay, patchsets, scenario
+from ..config.limits import load_limits
+from ..errors import UserError
+from ..run import group as groups
+from ..run import launch, preflight
+from ..store import campaign
+
+
+@dataclass
+class GateRequest:
+    scenario_ref: str | None = None
+    reference: str | None = None
+    candidate: str | None = None
+    run: bool = False
+    limits: Path | None = None
+    repeat: int = 3
+    patched: bool = False
+    patches: list[str] = field(default_factory=list)
+    patch_files: list[Path] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    malloc_env: dict[str, str] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    threshold: float = stats.THRESHOLD
+    alpha: float = stats.ALPHA
+    junit_file: Path | None = None
+    force: bool = False
+
+
+@dataclass
+class GateResult:
+    """kind: limits (one side against ceilings), runs (two runs or groups), sweeps (two size sweeps)."""
+
+    kind: str
+    verdict: str
+    data: dict[str, Any]
+    cases: list[tuple[str, str, str]]  # (name, verdict, reason): one JUnit test case each
+
+    @property
+    def exit_code(self) -> int:
+        return verdicts.exit_code(self.verdict)
+
+
+def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str],
+           patch_files: list[Path] | None = None) -> Side:
+    req = launch.RunRequest(scenario=scen, scenario_ref=g.scenario_ref or "", label=label, patches=specs,
+                            malloc_env=g.malloc_env, patch_files=list(patch_files or []))
+    group, _statuses = groups.run_group(req, g.repeat)
+    return Side.load(str(group.path))
+
+
+def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path]) -> None:
+    preflight.check_memory(scen)
+    overlay.read_diffs(patch_files)
+    preflight.check_sites(scen, specs, overlay=bool(patch_files))
+
+
+def _against_limits(g: GateRequest, sets: list[str]) -> GateResult:
+    assert g.limits is not None
+    ceilings = load_limits(g.limits)
+    if g.candidate:
+        side = Side.load(g.candidate)
+        for metric in ceilings:  # a misspelt name is unknown, not "not measured" (undecided)
+            if not any(metric in s["metrics"] for s in side.summaries):
+                metrics.check(f"{g.limits}:", metric, _scenario_of(side))
+    elif g.scenario_ref:
+        scen = scenario.load(g.scenario_ref, sets)
+        for metric in ceilings:  # before minutes of training, not after
+            metrics.check(f"{g.limits}:", metric, scen)
+        label, specs = patchsets.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
+        _preflight(scen, specs, g.patch_files)
+        side = _group(g, scen, label, specs, g.patch_files)
+    else:
+        raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
+    verdict, checks, problems = check_limits(side, ceilings)
+    data = {"verdict": verdict, "problems": problems, "checks": [c.as_dict() for c in checks], "side": side.name,
+            "limits": str(g.limits)}
+    return GateResult("limits", verdict, data, [(c.metric, c.verdict, c.reason) for c in checks])
+
+
+def _scenario_of(side: Side) -> scenario.Scenario:
+    """The scenario a stored side ran (its manifest's, size resolved to layers), for naming its figures."""
+    raw = dict(side.runs[0].manifest()["scenario"])
+    model = dict(raw.get("model") or {})
+    if model.get("layers") is not None:
+        model.pop("params", None)
+    try:
+        return scenario.Scenario.model_validate({**raw, "model": model})
+    except ValidationError:
+        return scenario.load("default")
+
+
+def _problems(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(f"problem {i + 1}", verdicts.UNDECIDED, p) for i, p in enumerate(result["problems"])]
+
+
+def _sweeps(g: GateRequest) -> GateResult:
+    """Two size sweeps: the slope and the fixed part of each figure decide apart."""
+    assert g.reference and g.candidate
+    result = sweep.compare(g.reference, g.candidate, g.metrics or GATED, g.threshold, force=g.force).as_dict()
+    cases = [(f"{c['figure']} {part}", c[part]["verdict"], c[part]["reason"])
+             for c in result["comparisons"] for part in ("slope", "fixed")]
+    return GateResult("sweeps", result["verdict"], result, cases + _problems(result))
+
+
+def _against_reference(g: GateRequest, sets: list[str]) -> GateResult:
+    if g.reference and g.candidate and "scale" in (campaign.kind_of(Path(g.reference)),
+                                                   campaign.kind_of(Path(g.candidate))):
+        return _sweeps(g)
+    if g.reference and g.candidate:
+        a, b = Side.load(g.reference), Side.load(g.candidate)
+    elif g.run and g.scenario_ref:
+        scen = scenario.load(g.scenario_ref, sets)
+        for pattern in g.metrics:  # before minutes of training, not after
+            metrics.check("--metric", pattern, scen)
+        use_set = g.patched or not (g.patches or g.patch_files)  # default candidate: the scenario's patch set
+        label, specs = patchsets.resolve(scen, False, use_set, g.patches)
+        if g.patch_files:
+            label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
+        _preflight(scen, specs, g.patch_files)  # both sides, before the baseline runs for minutes
+        reqs = [launch.RunRequest(scenario=scen, scenario_ref=g.scenario_ref, label=name, patches=patches,
+                                  malloc_env=g.malloc_env, patch_files=files)
+                for name, patches, files in ((patchsets.BASELINE, [], []), (label, specs, list(g.patch_files)))]
+        # measured alternately, run by run: drift of the machine must not pass for a difference
+        (base, _), (cand, _) = groups.run_groups(reqs, g.repeat)
+        a, b = Side.load(str(base.path)), Side.load(str(cand.path))
+    else:
+        raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
+    result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED).as_dict()
+    cases = [(c["metric"], c["verdict"], c["reason"]) for group in result["comparisons"].values() for c in group]
+    return GateResult("runs", result["verdict"], result, cases + _problems(result))
+
+
+def check_writable(path: Path, flag: str) -> None:
+    """A file the gate writes at the end must be writable before anything is decided or run (else the
+    verdict is printed and then lost in a traceback)."""
+    if path.is_dir():
+        raise UserError(f"{flag} {path}: is a directory; give a file name")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"{flag} {path}: {parent} is not a directory")
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise UserError(f"{flag} {path}: {parent} is not writable")
+
+
+def gate(g: GateRequest) -> GateResult:
+    """Decide pass / regression / undecided."""
+    if g.junit_file is not None:
+        check_writable(g.junit_file, "--junit")
+    sets = [*g.sets, groups.TRIM_AT_END]
+    return _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)

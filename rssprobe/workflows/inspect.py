@@ -1,0 +1,72 @@
+"""What a reference names, read from disk: a run, a run group, a size sweep, a matrix or a plan; and two of
+them compared. Returns the data every format shows (its JSON form); the commands hand it to the reporters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..analysis import sweep
+from ..analysis.compare import Side, compare
+from ..analysis.summary import Summary, across
+from ..campaign import matrix, plan
+from ..errors import UserError
+from ..store import campaign
+from ..store.rundir import GroupDir, RunDir, resolve_entry
+
+
+@dataclass
+class View:
+    """One thing to show: its kind (run, group, scale, matrix, plan) and its data."""
+
+    kind: str
+    data: dict[str, Any]
+    log_tail: str | None = None  # a run that did not end ok: the last lines of its worker's output
+
+
+def entry(found: RunDir | GroupDir, rank: int = 0) -> View:
+    """A run's (or a run group's) summary."""
+    if isinstance(found, GroupDir):
+        info = found.info()
+        summaries = [Summary(r).as_dict() for r in found.runs()]
+        return View("group", {"group": found.id, **info, "runs": summaries, "across": across(summaries)})
+    if rank not in found.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
+        raise UserError(f"{found.path}: no rank {rank} in this run (ranks: {found.ranks()})")
+    data = Summary(found, rank).as_dict()
+    tail = found.manifest().get("log_tail") if data["status"] != "ok" else None
+    return View("run", data, tail)
+
+
+def view(ref: str, rank: int = 0) -> View:
+    """Whatever REF names: a campaign directory (its fit or its table), or a run or group (its summary)."""
+    kind = campaign.kind_of(Path(ref))
+    if kind == "scale":
+        return View("scale", sweep.Sweep.load(ref).as_dict())
+    if kind == "matrix":
+        return View("matrix", matrix.table(Path(ref)))
+    if kind == "plan":
+        return View("plan", plan.table(Path(ref)))
+    if kind == "bisect":
+        raise UserError(f"{ref}: a bisect directory; its result is {Path(ref) / 'bisect.json'}, its rounds are "
+                        "groups (show DIR/CONFIG/round-N)")
+    return entry(resolve_entry(ref), rank)
+
+
+@dataclass
+class Compared:
+    kind: str  # runs (two runs or groups) or sweeps (two size sweeps)
+    data: dict[str, Any]
+
+
+def refs(a_ref: str, b_ref: str, threshold: float, alpha: float, force: bool, gated: tuple[str, ...]) -> Compared:
+    """`diff` (and `gate` on stored sides): two runs or groups, or two size sweeps (slope and fixed part
+    judged apart)."""
+    kinds = [campaign.kind_of(Path(r)) for r in (a_ref, b_ref)]
+    if "scale" in kinds:
+        return Compared("sweeps", sweep.compare(a_ref, b_ref, gated, threshold, force=force).as_dict())
+    for ref, kind in zip((a_ref, b_ref), kinds, strict=True):
+        if kind in ("matrix", "plan"):
+            raise UserError(f"{ref}: a {kind} directory compares cell by cell: diff {ref}/CELL_A {ref}/CELL_B")
+    return Compared("runs", compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, gated).as_dict())

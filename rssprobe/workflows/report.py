@@ -1,0 +1,83 @@
+"""What a report page shows: every run that the references name (a run, a group, a size sweep, a matrix or
+a plan: each member run once), with its summary and per-step table, and the fits of the size sweeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.summary import Summary
+from ..analysis.sweep import Sweep
+from ..analysis.tables import read_steps, steps_frame
+from ..contract import STEPS
+from ..errors import UserError
+from ..store import campaign, layout
+from ..store.rundir import GroupDir, RunDir, resolve_runs
+
+
+@dataclass
+class RunPage:
+    summary: dict[str, Any]  # Summary.as_dict()
+    baseline: dict[str, Any] | None  # the pre_model phase event (the charts' glibc baseline)
+    steps: pd.DataFrame
+
+
+@dataclass
+class Pages:
+    """Everything one report shows, and where it goes."""
+
+    runs: list[RunPage]
+    sweeps: list[Sweep] = field(default_factory=list)
+    html: Path = Path()
+    out: Path | None = None
+
+
+def steps_table(run: RunDir, summary: Summary) -> pd.DataFrame:
+    """steps.parquet when the run wrote it (the normal end), else the same table from the events."""
+    path = run.path / STEPS
+    return read_steps(path) if path.exists() else steps_frame(summary.events)
+
+
+def _members(ref: str) -> list[RunDir]:
+    kind = campaign.kind_of(Path(ref))
+    if kind == "scale":
+        return Sweep.load(ref).runs()
+    if kind in ("matrix", "plan"):
+        index = campaign.read_index(Path(ref), kind)
+        groups = [Path(ref) / campaign.entry_dir(index, e) for e in campaign.entries(index)]
+        return [r for g in groups if GroupDir.is_group(g) for r in GroupDir(g).runs()]
+    return resolve_runs(ref)[1]
+
+
+def _default_html() -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = layout.reports_root() / f"report-{stamp}.html"
+    n = 2
+    while path.exists():  # two reports in one second must not overwrite each other
+        path = layout.reports_root() / f"report-{stamp}-{n}.html"
+        n += 1
+    return path
+
+
+def collect(refs: list[str], out: Path | None = None, html_file: Path | None = None) -> Pages:
+    """Resolve every ref first, so a typo in the last one fails before any work is done; HTML to html_file,
+    else out/report.html, else reports/report-<stamp>.html."""
+    if not refs:
+        raise UserError("report: name at least one run (a run directory, an id under reports/runs, or 'latest')")
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"{out}: --out must be a directory")
+    runs: list[RunDir] = []
+    for ref in refs:
+        for run in _members(ref):  # a group, a sweep or a campaign contributes every member run
+            if run.path.resolve() not in {r.path.resolve() for r in runs}:
+                runs.append(run)
+    pages = []
+    for run in runs:
+        summary = Summary(run)
+        pages.append(RunPage(summary.as_dict(), summary.baseline, steps_table(run, summary)))
+    sweeps = [Sweep.load(r) for r in refs if campaign.kind_of(Path(r)) == "scale"]
+    return Pages(pages, sweeps, html_file or (out / "report.html" if out is not None else _default_html()), out)

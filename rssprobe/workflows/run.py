@@ -1,0 +1,35 @@
+"""`rssprobe run`: one run, or a group of N fresh runs (--repeat), and what they measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..run.group import Start, build_request, exit_code, run_group, run_one
+from ..store.rundir import GroupDir, RunDir
+from .inspect import View, entry
+
+__all__ = ["Start", "Started", "start"]
+
+
+@dataclass
+class Started:
+    """What ran: its directory, each run's status, and its summary as `show` gives it."""
+
+    found: RunDir | GroupDir
+    statuses: list[str]
+    view: View
+
+    @property
+    def exit_code(self) -> int:
+        """The worst run's: 0 ok, 130 interrupted, 1 otherwise."""
+        return max(exit_code(status) for status in self.statuses)
+
+
+def start(s: Start) -> Started:
+    """One run, or a group with repeat > 1."""
+    req = build_request(s)
+    if s.repeat == 1:
+        result = run_one(req)
+        return Started(result.run, [result.status], entry(result.run))
+    group, statuses = run_group(req, s.repeat)
+    return Started(group, statuses, entry(group))
