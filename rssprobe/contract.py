@@ -342,7 +342,7 @@ Sites = dict[str, dict[str, Any]]  # site path -> calls, retained, retained_excl
 
 class Event(TypedDict):
     event: str
-    t: float
+    t: NotRequired[float]  # time.time() when written (the writer always stamps it)
     rank: NotRequired[int]
     format: NotRequired[int]
 

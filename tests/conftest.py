@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-# glibc's dynamic mmap threshold makes identical runs retain different amounts (see
-# FACTS: +-4 B/param). Tests that compare two runs fix the threshold so that the only
+# glibc's dynamic mmap threshold makes identical runs retain different amounts (README,
+# "Noise": +-4 B/param). Tests that compare two runs fix the threshold so that the only
 # difference between the runs is the one under test.
 STEADY_GLIBC = ["--malloc-env", "MALLOC_MMAP_THRESHOLD_=65536"]
 
@@ -41,7 +41,7 @@ def no_shm_buffer_left_behind() -> Any:
     """Runs whose orchestrator a test kills, or that a test launches with torchrun itself, end with nobody to
     remove DeepSpeed's /dev/shm buffers (66 MiB of RAM each, until reboot; the orchestrator removes its own
     runs'): at the end the session removes those it made that no process maps any more."""
-    from rssprobe import host
+    from rssprobe.run import host
 
     before = set(host.SHM_DIR.glob(host.DEEPSPEED_SHM)) if host.SHM_DIR.is_dir() else set()
     yield

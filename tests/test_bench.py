@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rssprobe.bench import pairs
+from tools.bench import pairs
 
 from .conftest import rssprobe
 

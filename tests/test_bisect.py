@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rssprobe import envs, launcher, storage, verdicts
+from rssprobe import envs, verdicts
 from rssprobe.analysis import stats
-from rssprobe.bisection import git as gitbisect
-from rssprobe.bisection import probes as bisect_probes
-from rssprobe.bisection import search as bisect
+from rssprobe.campaign.bisect import git as gitbisect
+from rssprobe.campaign.bisect import probes as bisect_probes
+from rssprobe.campaign.bisect import search as bisect
 from rssprobe.cli import main
+from rssprobe.run import launch as launcher
+from rssprobe.store import rundir as storage
 
 from .fakes_rundir import Step, make_run
 
@@ -298,7 +300,7 @@ FAKE_STEP = """#!{python}
 # stands in for the per-commit step: a synthetic run group from figure.txt, judged against a limit of 30
 import pathlib, subprocess, sys
 sys.path.insert(0, {root!r})
-from rssprobe import storage
+from rssprobe.store import rundir as storage
 from tests.fakes_rundir import Step, make_run
 rev = sys.argv[1] if len(sys.argv) > 1 else subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
                                                             text=True).stdout.strip()
@@ -434,9 +436,9 @@ def test_a_reference_whose_own_repeats_disagree_is_warned_about(monkeypatch, tmp
 
 
 def test_every_figure_a_run_has_is_a_known_name(tmp_path: Path) -> None:
-    from rssprobe import scenario
     from rssprobe.analysis import metrics
     from rssprobe.analysis.summary import Summary
+    from rssprobe.config import scenario
 
     run = storage.RunDir(make_run(tmp_path))
     known = set(metrics.known(scenario.load("tiny", [])))

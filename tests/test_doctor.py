@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import doctor, host
+from rssprobe.run import host
+from rssprobe.workflows import doctor
 
 MIB = 1 << 20
 

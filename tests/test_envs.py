@@ -143,7 +143,7 @@ def test_a_real_env_for_the_installed_versions_runs_tiny(tmp_path: Path) -> None
     user's ccache where ccache is installed (compilecache.py: its objects are keyed by sources and flags
     relative to the envs root, so a throw-away root reuses them: a real build, compiled once per machine).
     """
-    from rssprobe import layout
+    from rssprobe.store import layout
 
     torch_v, ds_v = version("torch"), version("deepspeed")
     spec = f"torch=={torch_v} deepspeed=={ds_v}"

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import launcher, patchset, scenario, storage
-from rssprobe.groups import run_groups
+from rssprobe.config import patchsets as patchset
+from rssprobe.config import scenario
+from rssprobe.run import launch as launcher
+from rssprobe.run.group import run_groups
+from rssprobe.store import rundir as storage
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
 from .noise import bound
@@ -26,7 +29,7 @@ PARAMS = scenario.load("tiny").model.n_params
 # How far a difference of two 3-run means of "RSS after the final trim above baseline" may be from the truth:
 # each run's figure is two RSS reads, so a mean is off by at most two reads' counter noise and a difference of
 # two means by four (tests/noise.py: 0.25 B/param at 2 CPUs); identical runs' RSS after a trim also differ by
-# up to ~1 MiB (FACTS), 0.25 B/param at tiny's 4.2 M params. Not the 0.1 this test once assumed.
+# up to ~1 MiB (README, "Noise"), 0.25 B/param at tiny's 4.2 M params. Not the 0.1 this test once assumed.
 DELTA_TOL = bound(4, PARAMS) + 2**20 / PARAMS
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import groups
-from rssprobe.matrix.workflow import judged_statuses
+from rssprobe.campaign import engine as groups
+from rssprobe.store.rundir import GroupDir
 
 from .conftest import rssprobe
 
@@ -213,7 +213,7 @@ def test_a_group_with_an_incomplete_member_is_not_finished(original: Path, tmp_p
     gate = rssprobe("gate", "--reference", str(group), "--candidate", str(group))
     assert gate.returncode == 125 and "did not finish" in gate.stdout
     # a matrix's index judges its runs the same way: never "ok" for an incomplete one
-    assert judged_statuses(group) == ["ok", "incomplete", "ok"]
+    assert GroupDir(group).statuses() == ["ok", "incomplete", "ok"]
     # a resumed matrix, scale or bisect runs such a group again instead of reusing it
     assert not groups.finished(group, 3)
     shutil.rmtree(group / "run-02")
@@ -302,7 +302,7 @@ def test_bad_options_and_requests_are_one_line_exit_2(original: Path, tmp_path: 
 
 def test_every_event_a_real_run_writes_passes_the_check(original: Path) -> None:
     """The event checker refuses nothing a real worker writes (or every real run would read incomplete)."""
-    from rssprobe.rundata import event_problem
+    from rssprobe.contract import event_problem
 
     events = [json.loads(line) for line in _events(original)]
     assert {e["event"] for e in events} >= {"phase", "model", "partition", "init", "step", "census", "end"}

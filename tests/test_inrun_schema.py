@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from rssprobe import scenario
 from rssprobe.analysis import inrun, metrics
 from rssprobe.analysis.stats import mean_interval, slope_interval
+from rssprobe.config import scenario
+from rssprobe.config.sites import for_scenario
 from rssprobe.errors import UserError
-from rssprobe.sites_config import for_scenario
 
 from .conftest import rssprobe
 

@@ -13,8 +13,8 @@ import deepspeed
 import pandas as pd
 import pytest
 
-from rssprobe import host
 from rssprobe.errors import UserError
+from rssprobe.run import host
 from rssprobe.worker.interventions.base import Refused, rewrite_method
 
 from .conftest import STEADY_GLIBC, rssprobe, summary

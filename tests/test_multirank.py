@@ -99,7 +99,7 @@ def test_prepare_then_external_rendezvous_launch_then_collect(tmp_path: Path) ->
     for item in exports.split()[1:]:
         key, _, value = item.partition("=")
         env[key] = value.strip("'")
-    port = __import__("rssprobe.launcher", fromlist=["free_port"]).free_port()
+    port = __import__("rssprobe.run.environment", fromlist=["free_port"]).free_port()
     launch = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
                              "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                              "-m", "rssprobe.worker", str(out)], env=env, capture_output=True, text=True, timeout=600)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import compilecache, host, layout
-from rssprobe.matrix import plan as planmod
+from rssprobe.config import plan as planmod
+from rssprobe.run import compilecache, host
+from rssprobe.store import layout
 
 from .conftest import rssprobe
 

@@ -35,7 +35,7 @@ def test_large_malloc_moves_rss_hwm_and_mallinfo_by_its_size() -> None:
     assert procfs.reset_hwm()
     ptr = libc.malloc(size)
     touch(ptr, size)
-    rss1, hwm1, mi1 = procfs.rss_bytes(), procfs.hwm_bytes(), glibc.mallinfo2()
+    rss1, hwm1, mi1 = procfs.rss_bytes(), procfs.rss_and_hwm()[1], glibc.mallinfo2()
     assert abs((rss1 - rss0) - size) < 4 * MiB  # tolerance: page tables and interpreter noise
     assert hwm1 >= rss1
     # 256 MiB is above any mmap threshold: glibc serves it from its own mapping (hblkhd)
@@ -44,7 +44,7 @@ def test_large_malloc_moves_rss_hwm_and_mallinfo_by_its_size() -> None:
     rss2, mi2 = procfs.rss_bytes(), glibc.mallinfo2()
     assert abs(rss2 - rss0) < 4 * MiB  # an mmapped chunk goes straight back to the OS
     assert mi2["hblkhd"] == mi0["hblkhd"]
-    assert procfs.hwm_bytes() >= rss1 - MiB  # the peak is remembered after the free
+    assert procfs.rss_and_hwm()[1] >= rss1 - MiB  # the peak is remembered after the free
 
 
 @needs_glibc
@@ -80,9 +80,9 @@ def test_clear_refs_resets_the_peak() -> None:
         buf[off] = 1
     high = procfs.rss_bytes()
     buf.close()
-    assert procfs.hwm_bytes() >= high
+    assert procfs.rss_and_hwm()[1] >= high
     assert procfs.reset_hwm()
-    assert procfs.hwm_bytes() < high - 100 * MiB
+    assert procfs.rss_and_hwm()[1] < high - 100 * MiB
 
 
 def test_nested_intervals_keep_the_outer_peak_across_inner_resets() -> None:
@@ -218,7 +218,7 @@ def test_glibc_is_recognised_under_a_non_pie_interpreter() -> None:
     found there, and a preloaded allocator is still told apart (the real libraries, where installed)."""
     import subprocess
 
-    from rssprobe import host
+    from rssprobe.run import host
 
     probe = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('g', sys.argv[1]); "
              "m = sys.modules['g'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "

@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from rssprobe import launcher, scenario
+from rssprobe.config import scenario
+from rssprobe.run import launch as launcher
 
 from .conftest import rssprobe
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rssprobe import storage
 from rssprobe.analysis.summary import Summary
 from rssprobe.cli import Group, main
-from rssprobe.commands.report import command
+from rssprobe.commands.report import command, write_report
 from rssprobe.errors import UserError
 from rssprobe.reporters import plots
-from rssprobe.reporters.report import steps_table, write_report
+from rssprobe.store import rundir as storage
 from rssprobe.worker import glibc, procfs
 from rssprobe.worker.sites import SiteTotals
+from rssprobe.workflows.report import steps_table
 
 from .fakes_rundir import PARAMS, SITE, Step, make_run
 

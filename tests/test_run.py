@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rssprobe import scenario
+from rssprobe.config import scenario
 
 from .conftest import rssprobe, summary
 

@@ -10,9 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rssprobe import layout, scale, storage
 from rssprobe.analysis import fit
+from rssprobe.campaign import scale
 from rssprobe.errors import UserError
+from rssprobe.store import layout
+from rssprobe.store import rundir as storage
 
 from .conftest import STEADY_GLIBC, rssprobe
 from .fakes_rundir import FakeRun, Step, make_run
@@ -211,7 +213,8 @@ def test_bad_params_are_refused_before_any_training(tmp_path: Path, params: str)
 
 def test_a_rerun_reuses_finished_sizes_and_fresh_starts_over(tmp_path: Path) -> None:
     """scale.run with a stand-in for the group runner: what is run again, and what is refused."""
-    from rssprobe import launcher, scenario
+    from rssprobe.config import scenario
+    from rssprobe.run import launch as launcher
 
     ran: list[int] = []
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import scenario
+from rssprobe.config import scenario
 from rssprobe.errors import UserError
 
 from .conftest import rssprobe

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rssprobe import envs, launcher, storage, verdicts
+from rssprobe import envs, verdicts
 from rssprobe.analysis import stats
-from rssprobe.bisection import git as gitbisect
-from rssprobe.bisection import probes as bisect_probes
+from rssprobe.campaign.bisect import git as gitbisect
+from rssprobe.campaign.bisect import probes as bisect_probes
 from rssprobe.cli import main
+from rssprobe.run import launch as launcher
+from rssprobe.store import rundir as storage
 
 from .fakes_rundir import Step, make_run
 

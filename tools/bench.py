@@ -13,7 +13,6 @@ Prints, for steady steps (3 on, 4 off; 5 on, 6 off; ...) pooled over the runs:
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys

@@ -277,8 +277,8 @@ def _failure_tail(run_dir: RunDir, ranks: dict[str, Any]) -> str:
 
 def finalize(run_dir: RunDir, events: list[dict[str, Any]], rank: int = 0) -> None:
     """Write the per-step table from the events (whatever steps finished), and the native view if captured."""
-    from .analysis.native import analyse
-    from .analysis.tables import steps_frame
+    from ..analysis.native import analyse
+    from ..analysis.tables import steps_frame
 
     steps_frame(events).to_parquet(run_dir.path / contract.steps_file(rank), index=False)
     if rank:
