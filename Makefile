@@ -34,7 +34,7 @@ demo: install
 	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched
 
 test: install
-	$(BIN)/ruff check rssprobe tests
+	$(BIN)/ruff check rssprobe tests tools
 	$(BIN)/pytest -q
 
 # On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
@@ -43,6 +43,8 @@ gpu-check:
 
 # The #7693 / PR #8132 verdict: the plan's runs (resumable; add OPTIONAL=1 for the GB-sized axes), then the
 # report. The allocator axis needs jemalloc and tcmalloc; ccache makes each new DeepSpeed env compile less.
+# On several machines: `rssprobe matrix --plan $(PLAN) --shard K/N` on each, then `rssprobe merge`
+# (docs/github-actions-sharded-plan.yml, docs/slurm-sharded-plan.sh); this target runs it on one.
 verdict: install
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y --no-install-recommends $(VERDICT_DEBS) >/dev/null || \
@@ -53,16 +55,17 @@ verdict: install
 	$(BIN)/rssprobe matrix --plan $(PLAN) --out $(PLANRUNS) $(if $(OPTIONAL),--optional)
 	$(BIN)/python -m rssprobe.reporters.verdict $(PLAN) --runs $(PLANRUNS) --out reports/issue7693-verdict.md
 
+# tools/ is the developers' (not installed with rssprobe): run from the checkout
 bench: install
-	$(BIN)/python -m rssprobe.bench
+	$(BIN)/python -m tools.bench
 
 # N interleaved A/A gates and N gates with a retained 1 B/param on tiny: false regressions and detections
 N ?= 10
 gate-check: install
-	$(BIN)/python -m rssprobe.gatecheck --n $(N)
+	$(BIN)/python -m tools.gatecheck --n $(N)
 
 lint: install
-	$(BIN)/ruff check rssprobe tests
+	$(BIN)/ruff check rssprobe tests tools
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -193,12 +193,13 @@ class Option:
     refusal: str = ""  # the reason given for an excluded or non-positive value
 
     def describe(self) -> str:
-        kind = {str: "text", int: "integer", float: "number"}[self.kind]
-        bounds = f" >= {self.minimum:g}" if self.minimum is not None else ""
+        kind = self.required or {str: "text", int: "integer", float: "number"}[self.kind]
+        bounds = " > 0" if self.refusal else f" >= {self.minimum:g}" if self.minimum is not None else ""
         one_of = f" ({'|'.join(self.choices)})" if self.choices else ""
         words = f" or {'|'.join(self.words)}" if self.words else ""
-        default = f", default {self.default}" if self.default is not None else ""
-        return f"{kind}{bounds}{one_of}{words}{default}: {self.help}"
+        default = f", default {self.default}" if self.default is not None else ", required" if self.required else ""
+        excludes = f", not with {self.excludes}" if self.excludes else ""
+        return f"{kind}{bounds}{one_of}{words}{default}{excludes}: {self.help}"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from rssprobe.store.rundir import GroupDir
 
 from .conftest import rssprobe
 from .fakes_rundir import FakeRun, Step, make_run
+from .test_plan import GOOD
 
 MATRIX = ["matrix", "tiny", "--patch", "baseline,pr8132", "--allocator", "glibc,jemalloc", "--repeat", "3",
           "--python", sys.executable, "--format", "json"]
@@ -154,21 +155,8 @@ def test_merge_refusals_are_one_line_exit_2_and_leave_the_inputs_alone(tmp_path:
     assert missing.returncode == 0 and missing.stdout.count("in no shard; to run") == 2, missing.stdout
 
 
-PLAN = """
-[plan]
-scenario = "tiny"
-repeat = 3
-patches = ["baseline", "pr8132"]
-
-[[axes]]
-name = "allocator"
-values = ["glibc+MALLOC_ARENA_MAX=2"]
-
-[[claims]]
-what = "fp32 master"
-claimed = 4
-metrics = ["role.fp32_master"]
-"""
+# test_plan's small plan (a base and one allocator value), with 3 repeats and the patch set as well
+PLAN = GOOD.replace("repeat = 1", "repeat = 3").replace('patches = ["baseline"]', 'patches = ["baseline", "pr8132"]')
 
 
 def _verdict(plan: Path, runs: Path, out: Path) -> list[str]:

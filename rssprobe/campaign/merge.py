@@ -20,7 +20,7 @@ from typing import Any
 from .. import contract
 from ..errors import UserError
 from ..store import campaign as index_file
-from ..store import layout
+from ..store import layout, reader
 from ..store.rundir import GroupDir
 from ..store.writer import now_iso, write_json_atomic
 from .engine import OTHER_SHARD, Campaign, normal
@@ -41,7 +41,7 @@ class Merged:
 
 def _digest(root: Path) -> dict[str, str]:
     """Every file of a group (relative path -> sha256): two copies of one group are the same bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+    return {str(p.relative_to(root)): hashlib.sha256(reader.read_bytes(p)).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 

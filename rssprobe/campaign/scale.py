@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..log import say
 from ..run import group as groups
 from ..run import launch, preflight
-from ..store import layout
+from ..store import layout, reader
 from ..store.layout import SCALE_INDEX
 from ..store.rundir import GroupDir
 from . import engine
@@ -68,7 +68,7 @@ def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenar
 
 def definition(req: launch.RunRequest, sizes: list[float], repeat: int, sets: list[str]) -> dict[str, Any]:
     """What makes two scale commands the same sweep (a patch file by its content, not only its name)."""
-    files = [f"{p}:{hashlib.sha1(p.read_bytes()).hexdigest()[:12] if p.is_file() else 'missing'}"
+    files = [f"{p}:{hashlib.sha1(reader.read_bytes(p)).hexdigest()[:12] if p.is_file() else 'missing'}"
              for p in req.patch_files]
     return {"scenario": req.scenario_ref, "sizes": sorted(sizes), "repeat": repeat, "sets": sets, "label": req.label,
             "patches": req.patches, "patch_files": files, "allocator": req.allocator, "malloc_env": req.malloc_env,
