@@ -184,10 +184,10 @@ def test_checkpointed_layers_all_get_gradients(mode: str) -> None:
 def test_each_stage_declares_its_own_sites_and_roles() -> None:
     """The budget means the same at every stage: shared roles keep their names, each stage reads its own
     optimizer's attributes, and a figure of another stage is not a known name (a --metric typo check)."""
+    from rssprobe import contract as census
     from rssprobe.analysis import metrics
     from rssprobe.config import scenario
     from rssprobe.config import sites as sites_config
-    from rssprobe.worker import census
 
     two, three = (scenario.load("tiny", [f"zero.stage={n}"]) for n in (2, 3))
     shared = {"fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -19,6 +18,4 @@ from .common_args import format_option
 def command(shards: tuple[Path, ...], out: Path, fmt: str) -> None:
     """Join the shards' directories DIR... into --out: show, diff, report and the verdict report then read it as
     if it had run on one machine. Refuses shards of different campaigns, and an --out that is not empty."""
-    merged = merging.merge(list(shards), out)
-    show.merged(merged.as_dict(), fmt)
-    sys.exit(0)
+    show.merged(merging.merge(list(shards), out).as_dict(), fmt)
