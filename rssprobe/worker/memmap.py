@@ -23,20 +23,28 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import mmap
 import os
 import struct
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .procfs import PAGE_SIZE
 
 HEAP_MAX_SIZE = 64 << 20  # glibc's non-main arena heaps are aligned to this (64-bit default)
 _BLOCK = 64 << 10  # bytes per read: below glibc's initial mmap threshold (128 KiB)
+_WINDOW = 1 << 16  # pages of pagemap per read at most (256 MiB of address, 512 KiB of entries)
+_MIN_WINDOW = 512  # pages per read at least (2 MiB of address): scattered small reads stay cheap
 _PRESENT = 1 << 63
 _OWNED = (1 << 61) | (1 << 56)  # pagemap: file page or shared-anon | mapped exclusively
+# the same two tests on an entry's top byte: of its bits present (0x80), file/shared (0x20), exclusive (0x01),
+# masked, a value above 0x80 is present with one of the other two
+_FLAG_MASK = (_PRESENT | _OWNED) >> 56
+_NOT_RESIDENT_ABOVE = _PRESENT >> 56
 _MALLOC_STATE_SIZES = (2200, 2192, 2208, 2184, 2216)  # glibc 2.26-2.38 x86_64 and neighbours
 _HEAP_INFO_SIZES = (48, 32, 64)
 
@@ -136,39 +144,88 @@ def thread_stack_pointers() -> list[int]:
     return out
 
 
+def _numpy() -> Any:
+    """numpy, imported at the first census (torch has imported it by then), never when the worker starts."""
+    import numpy
+
+    return numpy
+
+
 class Reader:
-    """Words of this process's memory and page residency, read into two fixed buffers.
+    """Words of this process's memory and page residency, read into fixed buffers.
 
     The buffers are anonymous mmaps made once, so reading allocates nothing from glibc
     while its heaps are walked. A page is resident when pagemap says present and it is a
     file page or mapped by this process alone: the shared zero page that a read of
     untouched anonymous memory maps is present but not RSS. Untouched pages are never
     read (they read as zeros), so the walk does not map them.
+
+    Residency is read for a window of pages at a time (one pread of pagemap, up to
+    _WINDOW pages) and decoded with numpy into one byte per page, so counting the
+    resident bytes of a range costs a count over its pages in C, not a Python step per page.
     """
 
     def __init__(self) -> None:
+        np = _numpy()
         self.mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
         self.pagemap = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
         self.buffer = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self._pm_buf = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._pm_buf = mmap.mmap(-1, _WINDOW * 8, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._flags_buf = mmap.mmap(-1, _WINDOW, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._res_buf = mmap.mmap(-1, _WINDOW, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._np = np
+        # each entry's top byte holds the flags (little-endian): a strided view, no copy
+        self._top = np.frombuffer(self._pm_buf, dtype=np.uint8).reshape(-1, 8)[:, 7]
+        self._flags = np.frombuffer(self._flags_buf, dtype=np.uint8)
+        self._res = np.frombuffer(self._res_buf, dtype=np.bool_)  # 1 per resident page of the window
         self.block_at, self.block_len = -1, 0
         self._pm_at, self._pm_len = -1, 0
 
     def close(self) -> None:
         os.close(self.mem)
         os.close(self.pagemap)
-        self.buffer.close()
-        self._pm_buf.close()
+        self._top = self._flags = self._res = None  # type: ignore[assignment]  # views first, then their buffers
+        for buf in (self.buffer, self._pm_buf, self._flags_buf, self._res_buf):
+            buf.close()
+
+    def _load(self, page: int, want: int) -> None:
+        """Read residency for pages [page, page + n), n = want within [_MIN_WINDOW, _WINDOW]."""
+        np = self._np
+        n = min(_WINDOW, max(_MIN_WINDOW, want))
+        self._pm_at, self._pm_len = -1, 0
+        got = os.preadv(self.pagemap, [memoryview(self._pm_buf)[:n * 8]], page * 8) // 8
+        flags, res = self._flags[:got], self._res[:got]
+        np.bitwise_and(self._top[:got], _FLAG_MASK, out=flags)
+        np.greater(flags, _NOT_RESIDENT_ABOVE, out=res)  # present, and file/shared or exclusive
+        self._res[got:n] = False  # past the end of the address space: nothing
+        self._pm_at, self._pm_len = page, n
 
     def is_resident(self, page: int) -> bool:
-        per_block = _BLOCK // 8
         if not 0 <= page - self._pm_at < self._pm_len:
-            base = page - page % per_block
-            self._pm_at, self._pm_len = base, os.preadv(self.pagemap, [self._pm_buf], base * 8) // 8
-            if page - base >= self._pm_len:
-                return False
-        entry = struct.unpack_from("<Q", self._pm_buf, (page - self._pm_at) * 8)[0]
-        return bool(entry & _PRESENT) and bool(entry & _OWNED)
+            self._load(page, _MIN_WINDOW)
+        return bool(self._res_buf[page - self._pm_at])
+
+    def next_resident(self, addr: int, end: int) -> int:
+        """The start of the first resident page in [addr, end) (addr page-aligned), or end if none."""
+        page, stop = addr // PAGE_SIZE, -(-end // PAGE_SIZE)
+        while page < stop:
+            if not 0 <= page - self._pm_at < self._pm_len:
+                self._load(page, stop - page)
+            hi = min(stop, self._pm_at + self._pm_len)
+            i = self._res_buf.find(b"\x01", page - self._pm_at, hi - self._pm_at)
+            if i >= 0:
+                return (self._pm_at + i) * PAGE_SIZE
+            page = hi
+        return end
+
+    def _resident_run(self, page: int) -> int:
+        """How many pages from this resident one on are resident, up to a block's."""
+        most = _BLOCK // PAGE_SIZE
+        if page + most > self._pm_at + self._pm_len:
+            self._load(page, _MIN_WINDOW)
+        i = page - self._pm_at
+        gap = self._res_buf.find(b"\x00", i, i + most)
+        return most if gap < 0 else gap - i
 
     def word(self, addr: int) -> int:
         """The 8-byte word at addr (0 on a page never touched); OSError if it cannot be read."""
@@ -177,9 +234,7 @@ class Reader:
             page = addr // PAGE_SIZE
             if not self.is_resident(page):
                 return 0
-            pages = 1
-            while pages < _BLOCK // PAGE_SIZE and self.is_resident(page + pages):
-                pages += 1
+            pages = self._resident_run(page)
             base = page * PAGE_SIZE
             self.block_at, self.block_len = -1, 0
             n = os.preadv(self.mem, [memoryview(self.buffer)[:pages * PAGE_SIZE]], base)
@@ -190,14 +245,26 @@ class Reader:
         return struct.unpack_from("<Q", self.buffer, off)[0]
 
     def resident(self, start: int, end: int) -> int:
-        """Bytes of [start, end) that lie on resident pages."""
+        """Bytes of [start, end) that lie on resident pages: the pages counted in the window, less the parts of
+        the first and last page outside the range."""
         if end <= start:
             return 0
-        total = 0
-        for page in range(start // PAGE_SIZE, (end - 1) // PAGE_SIZE + 1):
-            if self.is_resident(page):
-                total += min(end, (page + 1) * PAGE_SIZE) - max(start, page * PAGE_SIZE)
-        return total
+        first, last = start // PAGE_SIZE, (end - 1) // PAGE_SIZE
+        if not (self._pm_at <= first and last < self._pm_at + self._pm_len):
+            self._load(first, last + 1 - first)  # a range that fits one window is then read in one
+        total, page = 0, first
+        while True:
+            at = self._pm_at
+            hi = min(last + 1, at + self._pm_len)
+            total += PAGE_SIZE * int(self._np.count_nonzero(self._res[page - at:hi - at]))
+            if page == first and self._res_buf[first - at]:
+                total -= start - first * PAGE_SIZE
+            if hi > last:
+                if self._res_buf[last - at]:
+                    total -= hi * PAGE_SIZE - end
+                return total
+            page = hi
+            self._load(page, last + 1 - page)
 
 
 class _Ledger:
@@ -215,8 +282,14 @@ class _Ledger:
         return i < len(self.pinned) and self.pinned[i] < m.end
 
     def account(self, start: int, end: int, part: str) -> None:
-        if end <= start:
-            return
+        """A window of pages at a time: the range's residency and its tensors' are then read once."""
+        step = _WINDOW * PAGE_SIZE
+        while start < end:
+            hi = min(end, start - start % PAGE_SIZE + step)
+            self._account(start, hi, part)
+            start = hi
+
+    def _account(self, start: int, end: int, part: str) -> None:
         total = self.reader.resident(start, end)
         in_tensors = 0
         i = max(0, bisect.bisect_right(self.starts, start) - 1)
@@ -275,14 +348,22 @@ def _walk_heap(ledger: _Ledger, first: int, top_end: int) -> bool:
     return True
 
 
-def _main_heap_end() -> int | None:
+@functools.cache
+def _sbrk() -> Callable[[int], int | None] | None:
+    """glibc's sbrk, looked up once: a CDLL made per census leaves a ctypes type behind each time (~1.8 KB
+    of glibc heap until the cyclic collector runs), which moved the heap the next census walks."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.sbrk.restype = ctypes.c_void_p
         libc.sbrk.argtypes = [ctypes.c_ssize_t]
-        return libc.sbrk(0)
+        return libc.sbrk
     except (OSError, AttributeError):
         return None
+
+
+def _main_heap_end() -> int | None:
+    sbrk = _sbrk()
+    return None if sbrk is None else sbrk(0)
 
 
 def _account_main_heap(ledger: _Ledger, m: Mapping, notes: list[str]) -> None:
@@ -366,13 +447,16 @@ def _account_anonymous(ledger: _Ledger, m: Mapping, glibc: bool) -> None:
     """An anonymous mapping: glibc mmapped chunks and pymalloc pools found by their headers.
 
     The kernel merges adjacent anonymous mappings into one line, so headers are looked
-    for at every page that no chunk or pool already covers.
+    for at every resident page that no chunk or pool already covers.
     """
     reader = ledger.reader
     p, other_from = m.start, m.start
     while p < m.end:
         part, size = None, 0
         try:
+            p = reader.next_resident(p, m.end)  # no header lies on a page never touched
+            if p >= m.end:
+                break
             if glibc and (size := _mmapped_chunk(reader, p, m.end)):
                 part = GLIBC_IN_USE
             elif (size := _pymalloc_pool(reader, p)) and p + size <= m.end:
@@ -393,6 +477,7 @@ def partition(storages: list[tuple[int, int]], glibc: bool, ops_dir: str | None 
     """Resident bytes per named part; `storages` are the census's (data_ptr, nbytes) pairs, `pinned` those of
     them that are page-locked (is_pinned())."""
     t0 = time.perf_counter()
+    _numpy()  # before the maps are read: a first import maps libraries and grows the heap
     maps = read_smaps()
     sps = thread_stack_pointers()
     reader = Reader()
