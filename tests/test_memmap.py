@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -275,3 +276,46 @@ def test_a_shared_block_holding_a_pinned_tensor_is_named_apart() -> None:
         assert with_pin[memmap.TENSORS] == without[memmap.TENSORS] >= 3 * page
     finally:
         block.close()
+
+
+CENSUS_POINTS = ["pre_model", "after_init", "after_first_step", "end"]
+
+
+def test_each_census_point_gives_what_it_cost(base: dict[str, Any]) -> None:
+    """show --format json gives every census point's cost: the whole census, and its memory-map partition, which
+    is one part of it (the census also walks every live tensor first), with the RSS the partition named."""
+    points = base["census_times"]
+    assert [p["at"] for p in points] == CENSUS_POINTS
+    for p in points:
+        assert 0 < p["partition_time_s"] < p["census_time_s"], p
+        assert p["partition_rss_bytes"] > 100 * MIB, p  # torch alone maps more than that
+    by_at = {p["at"]: p for p in points}
+    for b in base["budgets"]:
+        assert (b["census_time_s"], b["partition_time_s"]) == (by_at[b["at"]]["census_time_s"],
+                                                              by_at[b["at"]]["partition_time_s"])
+
+
+FORMAT_0 = Path(__file__).parent / "data" / "format-0" / "tiny-run"
+
+
+def test_a_census_time_from_disk_is_a_duration_or_none(tmp_path: Path) -> None:
+    """A run made before census_time_s was recorded shows None for it (tests/data/format-0); a recorded value
+    that is not a finite duration (NaN, negative, a string, a boolean) shows None too, never a figure."""
+    old = json.loads(rssprobe("show", str(FORMAT_0), "--format", "json", check=True).stdout)["census_times"]
+    assert [p["at"] for p in old] == CENSUS_POINTS
+    assert all(p["census_time_s"] is None and p["partition_time_s"] > 0 for p in old), old
+    run = tmp_path / "run"
+    shutil.copytree(FORMAT_0, run)
+    recorded = iter([0.25, float("nan"), -1.0, "0.3"])
+    lines = []
+    for line in (run / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["event"] == "census":
+            event["census_time_s"] = next(recorded)
+            if event["at"] == "end":
+                event["memmap"]["time_s"] = True
+        lines.append(json.dumps(event))
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    got = json.loads(rssprobe("show", str(run), "--format", "json", check=True).stdout)["census_times"]
+    assert [p["census_time_s"] for p in got] == [0.25, None, None, None]
+    assert got[-1]["partition_time_s"] is None and got[0]["partition_time_s"] == old[0]["partition_time_s"]
