@@ -37,14 +37,12 @@ from .procfs import PAGE_SIZE
 
 HEAP_MAX_SIZE = 64 << 20  # glibc's non-main arena heaps are aligned to this (64-bit default)
 _BLOCK = 64 << 10  # bytes per read: below glibc's initial mmap threshold (128 KiB)
-_WINDOW = 1 << 16  # pages of pagemap per read at most (256 MiB of address, 512 KiB of entries)
-_MIN_WINDOW = 512  # pages per read at least (2 MiB of address): scattered small reads stay cheap
+# pages of pagemap per read: the smallest that holds what is asked, so scattered small reads stay cheap; at most
+# 256 MiB of address (512 KiB of entries)
+_WINDOWS = (1 << 9, 1 << 12, 1 << 15, 1 << 16)
+_WINDOW = _WINDOWS[-1]
 _PRESENT = 1 << 63
 _OWNED = (1 << 61) | (1 << 56)  # pagemap: file page or shared-anon | mapped exclusively
-# the same two tests on an entry's top byte: of its bits present (0x80), file/shared (0x20), exclusive (0x01),
-# masked, a value above 0x80 is present with one of the other two
-_FLAG_MASK = (_PRESENT | _OWNED) >> 56
-_NOT_RESIDENT_ABOVE = _PRESENT >> 56
 _MALLOC_STATE_SIZES = (2200, 2192, 2208, 2184, 2216)  # glibc 2.26-2.38 x86_64 and neighbours
 _HEAP_INFO_SIZES = (48, 32, 64)
 
@@ -151,6 +149,10 @@ def _numpy() -> Any:
     return numpy
 
 
+def _buffer(size: int) -> mmap.mmap:
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
 class Reader:
     """Words of this process's memory and page residency, read into fixed buffers.
 
@@ -160,49 +162,65 @@ class Reader:
     untouched anonymous memory maps is present but not RSS. Untouched pages are never
     read (they read as zeros), so the walk does not map them.
 
-    Residency is read for a window of pages at a time (one pread of pagemap, up to
-    _WINDOW pages) and decoded with numpy into one byte per page, so counting the
-    resident bytes of a range costs a count over its pages in C, not a Python step per page.
+    Residency is read for a window of pages at a time (one pread of pagemap, 512 to 65536 pages) and decoded
+    with numpy into one flag and a running count per page, so the resident bytes of any range in the window
+    are two lookups, not a Python step per page. Decoding makes no numpy temporaries (every operation writes
+    into a buffer), and no numpy object outlives a read, so none holds glibc memory while a heap is walked.
     """
 
     def __init__(self) -> None:
         np = _numpy()
         self.mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
         self.pagemap = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
-        self.buffer = mmap.mmap(-1, _BLOCK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self._pm_buf = mmap.mmap(-1, _WINDOW * 8, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self._flags_buf = mmap.mmap(-1, _WINDOW, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self._res_buf = mmap.mmap(-1, _WINDOW, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.buffer = _buffer(_BLOCK)
         self._np = np
-        # each entry's top byte holds the flags (little-endian): a strided view, no copy
-        self._top = np.frombuffer(self._pm_buf, dtype=np.uint8).reshape(-1, 8)[:, 7]
-        self._flags = np.frombuffer(self._flags_buf, dtype=np.uint8)
-        self._res = np.frombuffer(self._res_buf, dtype=np.bool_)  # 1 per resident page of the window
+        # pagemap entries, two scratch words per page, the running count (cum[i] = resident pages before i) and
+        # one byte per page (1: resident), for the mmap's find()
+        self._bufs = [_buffer(_WINDOW * 8) for _ in range(3)] + [_buffer((_WINDOW + 1) * 8), _buffer(_WINDOW)]
+        self._res_buf = self._bufs[4]
+        self._cum = memoryview(self._bufs[3]).cast("Q")
+        # as 0-d arrays: a numpy scalar operand becomes a new array in each call
+        self._consts = tuple([np.array(c, dtype=np.uint64) for c in (56, 7, _OWNED >> 56, 1, 0)])
         self.block_at, self.block_len = -1, 0
         self._pm_at, self._pm_len = -1, 0
 
     def close(self) -> None:
         os.close(self.mem)
         os.close(self.pagemap)
-        self._top = self._flags = self._res = None  # type: ignore[assignment]  # views first, then their buffers
-        for buf in (self.buffer, self._pm_buf, self._flags_buf, self._res_buf):
+        self._cum.release()
+        for buf in (self.buffer, *self._bufs):
             buf.close()
 
     def _load(self, page: int, want: int) -> None:
-        """Read residency for pages [page, page + n), n = want within [_MIN_WINDOW, _WINDOW]."""
+        """Read residency for pages [page, page + n), n the smallest window size that holds `want` pages."""
         np = self._np
-        n = min(_WINDOW, max(_MIN_WINDOW, want))
+        n = _WINDOW
+        for w in _WINDOWS:  # a loop, not next() on a generator: that is a 640-byte malloc on glibc's heap
+            if w >= want:
+                n = w
+                break
         self._pm_at, self._pm_len = -1, 0
-        got = os.preadv(self.pagemap, [memoryview(self._pm_buf)[:n * 8]], page * 8) // 8
-        flags, res = self._flags[:got], self._res[:got]
-        np.bitwise_and(self._top[:got], _FLAG_MASK, out=flags)
-        np.greater(flags, _NOT_RESIDENT_ABOVE, out=res)  # present, and file/shared or exclusive
-        self._res[got:n] = False  # past the end of the address space: nothing
+        got = os.preadv(self.pagemap, [memoryview(self._bufs[0])[:n * 8]], page * 8) // 8
+        # numpy views made for this read and dropped after it: none is alive while a heap is walked (their
+        # shape and strides are malloc'd, from numpy's own cache once it is warm)
+        entries = np.frombuffer(self._bufs[0], np.uint64, n)
+        t, u = np.frombuffer(self._bufs[1], np.uint64, n), np.frombuffer(self._bufs[2], np.uint64, n)
+        cum, flags = np.frombuffer(self._bufs[3], np.uint64, n, 8), np.frombuffer(self._res_buf, np.bool_, n)
+        if got < n:  # past the end of the address space: nothing there
+            entries[got:] = 0
+        shift, top, owned, one, zero = self._consts
+        np.right_shift(entries, shift, out=t)  # the flag byte: present 0x80, file/shared 0x20, exclusive 0x01
+        np.right_shift(t, top, out=u)  # present
+        np.bitwise_and(t, owned, out=t)
+        np.minimum(t, one, out=t)  # file/shared or exclusive
+        np.bitwise_and(t, u, out=t)  # 1 if resident
+        np.add.accumulate(t, out=cum)
+        np.greater(t, zero, out=flags)
         self._pm_at, self._pm_len = page, n
 
     def is_resident(self, page: int) -> bool:
         if not 0 <= page - self._pm_at < self._pm_len:
-            self._load(page, _MIN_WINDOW)
+            self._load(page, 1)
         return bool(self._res_buf[page - self._pm_at])
 
     def next_resident(self, addr: int, end: int) -> int:
@@ -222,7 +240,7 @@ class Reader:
         """How many pages from this resident one on are resident, up to a block's."""
         most = _BLOCK // PAGE_SIZE
         if page + most > self._pm_at + self._pm_len:
-            self._load(page, _MIN_WINDOW)
+            self._load(page, 1)
         i = page - self._pm_at
         gap = self._res_buf.find(b"\x00", i, i + most)
         return most if gap < 0 else gap - i
@@ -252,11 +270,11 @@ class Reader:
         first, last = start // PAGE_SIZE, (end - 1) // PAGE_SIZE
         if not (self._pm_at <= first and last < self._pm_at + self._pm_len):
             self._load(first, last + 1 - first)  # a range that fits one window is then read in one
-        total, page = 0, first
+        total, page, cum = 0, first, self._cum
         while True:
             at = self._pm_at
             hi = min(last + 1, at + self._pm_len)
-            total += PAGE_SIZE * int(self._np.count_nonzero(self._res[page - at:hi - at]))
+            total += PAGE_SIZE * (cum[hi - at] - cum[page - at])
             if page == first and self._res_buf[first - at]:
                 total -= start - first * PAGE_SIZE
             if hi > last:
