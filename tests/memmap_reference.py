@@ -1,11 +1,12 @@
-"""The memory-map partition's residency as it was read before it was read in bulk (rssprobe 001a022): a page at
-a time, in Python. Kept here, never in the package, as the reference the bulk reader must agree with.
+"""The memory-map partition as it was before residency was read in bulk (rssprobe 001a022): pagemap a page at a
+time in Python, every page of an anonymous mapping probed for a header. Kept here, never in the package, as the
+reference the bulk reader must agree with.
 
-`OldReader` is that commit's Reader, method for method (its word() is the package's, whose only step that
-changed, the run of resident pages a block read takes, is `_resident_run` below, as it was); `next_resident`
-skips nothing, which makes the anonymous scan step a page at a time again, as it did. `OldLedger.account` takes a
-range in one piece, as it did (the package's `_account` is that body, unchanged). Everything else the partition
-does (the walks, the mapping rules) is shared and unchanged, so `partition` below is the old algorithm.
+What changed is here as it was, verbatim: the Reader (`OldReader`, method for method; its word() is the package's,
+whose one changed step, the run of resident pages a block read takes, is `_resident_run` below), the ledger's
+account (a range in one piece: the package's `_account` is that body), the heap walk and the anonymous scan.
+Everything else (the mapping rules, the arena and chunk and pool checks) is shared and unchanged since, so
+`partition` below, the package's with these swapped in, is the old algorithm.
 """
 
 from __future__ import annotations
@@ -18,6 +19,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from rssprobe.worker import memmap
+from rssprobe.worker.memmap import (
+    ANON_OTHER,
+    GLIBC_FREE,
+    GLIBC_IN_USE,
+    PYMALLOC,
+    Mapping,
+    _Ledger,
+    _mmapped_chunk,
+    _pymalloc_pool,
+)
 from rssprobe.worker.procfs import PAGE_SIZE
 
 _BLOCK = memmap._BLOCK
@@ -54,9 +65,6 @@ class OldReader(memmap.Reader):
             pages += 1
         return pages
 
-    def next_resident(self, addr: int, end: int) -> int:
-        return addr
-
     def resident(self, start: int, end: int) -> int:
         if end <= start:
             return 0
@@ -71,14 +79,83 @@ class OldLedger(memmap._Ledger):
     account = memmap._Ledger._account
 
 
+# ---- verbatim from 001a022 (the names they use come from the package, unchanged) ----------------------------
+def _walk_heap(ledger: _Ledger, first: int, top_end: int) -> bool:
+    """Account the chunks of one glibc heap from `first` to the end of its top chunk.
+
+    Streams the chain (no list of chunks: a large list would itself be a glibc
+    allocation). Accounts nothing and returns False if the chain of chunk sizes does not
+    land exactly on top_end: then this is not a heap laid out as assumed, or it changed
+    while it was read.
+    """
+    reader = ledger.reader
+    unpack, buf = struct.unpack_from, reader.buffer
+    saved = ledger.parts.copy()
+    p, run_start, run_used = first, first, None
+    try:
+        field = reader.word(p + 8)
+        while p < top_end:
+            size = field & ~7
+            nxt = p + size
+            if size < 16 or nxt > top_end:
+                raise OSError("broken chain")
+            used = False  # the top chunk is free
+            if nxt < top_end:  # each header is read once: its PREV_INUSE bit is the status of the chunk before
+                off = nxt + 8 - reader.block_at
+                field = unpack("<Q", buf, off)[0] if 0 <= off <= reader.block_len - 8 else reader.word(nxt + 8)
+                used = bool(field & 1)
+            if used != run_used:
+                if run_used is not None:
+                    ledger.account(run_start, p, GLIBC_IN_USE if run_used else GLIBC_FREE)
+                run_start, run_used = p, used
+            p = nxt
+    except OSError:
+        ledger.parts = saved
+        return False
+    ledger.account(run_start, top_end, GLIBC_IN_USE if run_used else GLIBC_FREE)
+    return True
+
+
+def _account_anonymous(ledger: _Ledger, m: Mapping, glibc: bool) -> None:
+    """An anonymous mapping: glibc mmapped chunks and pymalloc pools found by their headers.
+
+    The kernel merges adjacent anonymous mappings into one line, so headers are looked
+    for at every page that no chunk or pool already covers.
+    """
+    reader = ledger.reader
+    p, other_from = m.start, m.start
+    while p < m.end:
+        part, size = None, 0
+        try:
+            if glibc and (size := _mmapped_chunk(reader, p, m.end)):
+                part = GLIBC_IN_USE
+            elif (size := _pymalloc_pool(reader, p)) and p + size <= m.end:
+                part = PYMALLOC
+        except OSError:
+            part = None
+        if part is None:
+            p += PAGE_SIZE
+            continue
+        ledger.account(other_from, p, ANON_OTHER)
+        ledger.account(p, p + size, part)
+        p = other_from = p + size
+    ledger.account(other_from, m.end, ANON_OTHER)
+
+
+
+_OLD = {"Reader": OldReader, "_Ledger": OldLedger, "_walk_heap": _walk_heap, "_account_anonymous": _account_anonymous}
+
+
 @contextmanager
 def _old() -> Iterator[None]:
-    saved = memmap.Reader, memmap._Ledger
-    memmap.Reader, memmap._Ledger = OldReader, OldLedger  # type: ignore[misc]
+    saved = {name: getattr(memmap, name) for name in _OLD}
+    for name, old in _OLD.items():
+        setattr(memmap, name, old)
     try:
         yield
     finally:
-        memmap.Reader, memmap._Ledger = saved  # type: ignore[misc]
+        for name, new in saved.items():
+            setattr(memmap, name, new)
 
 
 def partition(*args: Any, **kwargs: Any) -> dict[str, Any]:
