@@ -106,11 +106,11 @@ def census_table(scenario_ref: str, params: tuple[float, ...], tmp: Path, progre
         c = census_cost(_one(scen, tmp / f"census-{int(n)}", malloc_env=None))
         per_gib = c["partition_per_gib"]
         table.rows.append([f"{scen.model.n_params:,}", f"{c['rss_gib']:.2f}", f"{c['partition_s']:.3f}",
-                           f"{statistics.median(per_gib):.3f} [{min(per_gib):.3f}, {max(per_gib):.3f}] "
-                           f"({c['points']} points)",
+                           f"{statistics.median(per_gib):.3f} [{min(per_gib):.3f}, {max(per_gib):.3f}]",
                            f"{statistics.median(c['census_per_gib']):.3f}" if c["census_per_gib"] else views.NA])
         progress.advance(task)
-    table.note = ("Points: after_init, after_first_step, end (the pre-model one is mostly fixed cost). The whole "
+    table.note = ("Per GiB of the RSS each partition named, over the census points after the pre-model one "
+                  "(after_init, after_first_step, end; the pre-model one, ~0.25 GiB, is mostly fixed cost). The whole "
                   "census also walks every live tensor. Target: partition <= 0.15 s per GiB at 256 M params.")
     return table
 
