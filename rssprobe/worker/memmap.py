@@ -17,6 +17,13 @@ fastbins keep PREV_INUSE set and count as in use, as glibc's own bins see them.
 Memory is read through /proc/self/mem (an unmapped or protected address is an error,
 never a crash) in small blocks, so the walk itself neither faults pages in nor moves
 glibc's dynamic mmap threshold with large transient buffers.
+
+What it costs grows with the mappings, the chunks and the pools, not with the pages one by
+one: residency is read from pagemap a window at a time and counted with numpy (two
+lookups per range), pages never touched are skipped, large chunks are stepped over by
+their size, and a pool's header is read alone (a read of /proc/self/mem costs ~1 s per
+GiB). On `default` at 256 M params (~6 GiB) a partition takes ~0.1 s per GiB here
+(make bench), where reading pagemap a page at a time in Python took ~0.6.
 """
 
 from __future__ import annotations
