@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from rssprobe.analysis.summary import Summary
+from rssprobe.storage import RunDir
 from rssprobe.worker import glibc, memmap
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
@@ -49,6 +51,8 @@ def _delta(a: dict[str, int], b: dict[str, int], name: str) -> float:
 
 FREE_RESIDENT_SCRIPT = r"""
 import ctypes, json
+from rssprobe.analysis.summary import Summary
+from rssprobe.storage import RunDir
 from rssprobe.worker import glibc, memmap
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
@@ -92,6 +96,8 @@ def test_free_resident_counts_pages_until_a_trim_returns_them() -> None:
 BULK_SCRIPT = r"""
 import ctypes, gc, json, random
 import torch
+from rssprobe.analysis.summary import Summary
+from rssprobe.storage import RunDir
 from rssprobe.worker import glibc, memmap
 from tests import memmap_reference as ref
 
@@ -307,7 +313,7 @@ FORMAT_0 = Path(__file__).parent / "data" / "format-0" / "tiny-run"
 def test_a_census_time_from_disk_is_a_duration_or_none(tmp_path: Path) -> None:
     """A run made before census_time_s was recorded shows None for it (tests/data/format-0); a recorded value
     that is not a finite duration (NaN, negative, a string, a boolean) shows None too, never a figure."""
-    old = json.loads(rssprobe("show", str(FORMAT_0), "--format", "json", check=True).stdout)["census_times"]
+    old = Summary(RunDir(FORMAT_0)).census_times()  # what show --format json gives (as_dict), read in-process
     assert [p["at"] for p in old] == CENSUS_POINTS
     assert all(p["census_time_s"] is None and p["partition_time_s"] > 0 for p in old), old
     run = tmp_path / "run"
@@ -322,6 +328,6 @@ def test_a_census_time_from_disk_is_a_duration_or_none(tmp_path: Path) -> None:
                 event["memmap"]["time_s"] = True
         lines.append(json.dumps(event))
     (run / "events.jsonl").write_text("\n".join(lines) + "\n")
-    got = json.loads(rssprobe("show", str(run), "--format", "json", check=True).stdout)["census_times"]
+    got = Summary(RunDir(run)).census_times()
     assert [p["census_time_s"] for p in got] == [0.25, None, None, None]
     assert got[-1]["partition_time_s"] is None and got[0]["partition_time_s"] == old[0]["partition_time_s"]
