@@ -447,6 +447,7 @@ class Census(Event):
     imported: NotRequired[dict[str, int] | None]
     python_objects: NotRequired[int]
     python_modules: NotRequired[int]
+    census_time_s: NotRequired[float]  # the whole census's own time (its partition's: memmap.time_s)
 
 
 class TrimAtEnd(Event):

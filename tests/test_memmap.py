@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rssprobe.storage import RunDir
 
+from rssprobe.analysis.summary import Summary
 from rssprobe.worker import glibc, memmap
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
@@ -48,6 +51,8 @@ def _delta(a: dict[str, int], b: dict[str, int], name: str) -> float:
 
 FREE_RESIDENT_SCRIPT = r"""
 import ctypes, json
+from rssprobe.analysis.summary import Summary
+from rssprobe.storage import RunDir
 from rssprobe.worker import glibc, memmap
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
@@ -86,6 +91,92 @@ def test_free_resident_counts_pages_until_a_trim_returns_them() -> None:
     assert _delta(got["held"], got["freed"], memmap.GLIBC_FREE) == pytest.approx(16, rel=REL)
     assert _delta(got["freed"], got["trimmed"], memmap.GLIBC_FREE) < -15  # whole free pages returned
     assert got["fordblks_trimmed"] > got["fordblks_freed"] - MIB  # ...which fordblks still counts as free
+
+
+BULK_SCRIPT = r"""
+import ctypes, gc, json, random
+import torch
+from rssprobe.analysis.summary import Summary
+from rssprobe.storage import RunDir
+from rssprobe.worker import glibc, memmap
+from tests import memmap_reference as ref
+
+PAGE = memmap.PAGE_SIZE
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+# known blocks: 8 KiB heap chunks, every other one freed (free chunks between chunks in use), then 100 freed in a
+# row (one free chunk of ~800 KiB, which the walk steps over by its size) and a 100 KiB chunk in use; an mmapped
+# chunk (40 MiB: above the largest dynamic mmap threshold, 32 MiB) with every other page touched; a torch tensor
+# longer than the bulk reader's window (256 MiB) with every other page touched, and a small one on the heap
+chunks = [libc.malloc(8192) for _ in range(1024)]
+for c in chunks:
+    ctypes.memset(c, 1, 8192)
+for c in chunks[:-200:2]:
+    libc.free(c)
+for c in chunks[-150:-50]:
+    libc.free(c)
+large = libc.malloc(100 << 10)
+ctypes.memset(large, 1, 100 << 10)
+mmapped = libc.malloc(40 << 20)
+for off in range(0, 40 << 20, 2 * PAGE):
+    ctypes.memset(mmapped + off, 1, 1)
+big = torch.empty(300 << 20, dtype=torch.uint8)
+big[::2 * PAGE] = 1
+small = torch.ones(1000)
+storages = [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in (big, small)]
+# ranges for resident(): unaligned, one page or part of one, across the window's edge, untouched, the heap
+rng = random.Random(7)
+ranges = [(storages[0][0], storages[0][0] + storages[0][1]), (storages[1][0], storages[1][0] + storages[1][1]),
+          (mmapped - 16, mmapped + (40 << 20)), (chunks[0], chunks[-1] + 8192), (large, large + (100 << 10))]
+for lo, hi in list(ranges):
+    for _ in range(40):
+        a = rng.randrange(lo, hi)
+        ranges.append((a, min(hi, a + rng.choice([1, 100, PAGE, PAGE + 1, 3 * PAGE - 5, 1 << 20, 300 << 20]))))
+glibc_ok = glibc.STATUS.available
+gc.disable()  # no collection between the reads
+ref.partition(storages, glibc_ok), memmap.partition(storages, glibc_ok)  # warm: imports, pools, caches
+tries = []
+for _ in range(5):
+    a = ref.partition(storages, glibc_ok)
+    b = memmap.partition(storages, glibc_ok)
+    c = ref.partition(storages, glibc_ok)
+    tries.append([{k: r[k] for k in ("parts", "mappings", "mappings_rss", "notes")} for r in (a, b, c)])
+    if tries[-1][0] == tries[-1][2]:  # the process did not change across the three reads
+        break
+old_reader, new_reader = ref.OldReader(), memmap.Reader()
+resident = [[old_reader.resident(lo, hi), new_reader.resident(lo, hi)] for lo, hi in ranges]
+old_reader.close(), new_reader.close()
+print(json.dumps({"tries": tries, "resident": resident, "ranges": ranges}))
+"""
+
+
+def test_bulk_reads_give_the_old_per_page_answers() -> None:
+    """The partition reads residency in bulk (pagemap a window at a time, counted with numpy) and skips pages
+    never touched; the old reader (tests/memmap_reference.py) read a page at a time. On one process state
+    holding known blocks (heap chunks in use and freed, an mmapped chunk, a tensor longer than the window, a
+    small tensor) both must give the same parts byte for byte, and the same resident bytes for 205 ranges.
+
+    Exact, no tolerance: both count whole pages of one pagemap. 'One state' is checked, not assumed: the
+    old partition read before and after the new one must agree, else the process moved between the reads
+    and the triple is taken again (in a fresh, quiet interpreter with the collector off, as above)."""
+    proc = subprocess.run([sys.executable, "-c", BULK_SCRIPT], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(memmap.__file__).parents[2])})
+    got = json.loads(proc.stdout)
+    old, new, old_again = got["tries"][-1]
+    assert old == old_again, f"the process never held still across three reads: {got['tries']}"
+    assert new == old
+    parts = new["parts"]
+    touched = (300 << 20) // (2 * memmap.PAGE_SIZE) * memmap.PAGE_SIZE  # every other page of the big tensor
+    assert touched - memmap.PAGE_SIZE <= got["resident"][0][1] <= touched  # its first page is partly outside it
+    assert parts[memmap.TENSORS] >= got["resident"][0][1]
+    if glibc.STATUS.available:
+        # the freed chunks, less the 7 the tcache keeps (PREV_INUSE set: in use, as glibc's bins see them)
+        assert parts[memmap.GLIBC_FREE] >= (412 + 100 - 7) * 8192
+        assert parts[memmap.GLIBC_IN_USE] >= 20 * MIB  # the mmapped chunk's touched half
+    assert all(a == b for a, b in got["resident"]), [
+        (r, a, b) for r, (a, b) in zip(got["ranges"], got["resident"], strict=True) if a != b]
 
 
 def test_parts_of_this_process_add_up_to_its_rss_counter() -> None:
@@ -197,3 +288,46 @@ def test_a_shared_block_holding_a_pinned_tensor_is_named_apart() -> None:
         assert with_pin[memmap.TENSORS] == without[memmap.TENSORS] >= 3 * page
     finally:
         block.close()
+
+
+CENSUS_POINTS = ["pre_model", "after_init", "after_first_step", "end"]
+
+
+def test_each_census_point_gives_what_it_cost(base: dict[str, Any]) -> None:
+    """show --format json gives every census point's cost: the whole census, and its memory-map partition, which
+    is one part of it (the census also walks every live tensor first), with the RSS the partition named."""
+    points = base["census_times"]
+    assert [p["at"] for p in points] == CENSUS_POINTS
+    for p in points:
+        assert 0 < p["partition_time_s"] < p["census_time_s"], p
+        assert p["partition_rss_bytes"] > 100 * MIB, p  # torch alone maps more than that
+    by_at = {p["at"]: p for p in points}
+    for b in base["budgets"]:
+        assert (b["census_time_s"], b["partition_time_s"]) == (by_at[b["at"]]["census_time_s"],
+                                                              by_at[b["at"]]["partition_time_s"])
+
+
+FORMAT_0 = Path(__file__).parent / "data" / "format-0" / "tiny-run"
+
+
+def test_a_census_time_from_disk_is_a_duration_or_none(tmp_path: Path) -> None:
+    """A run made before census_time_s was recorded shows None for it (tests/data/format-0); a recorded value
+    that is not a finite duration (NaN, negative, a string, a boolean) shows None too, never a figure."""
+    old = Summary(RunDir(FORMAT_0)).census_times()  # what show --format json gives (as_dict), read in-process
+    assert [p["at"] for p in old] == CENSUS_POINTS
+    assert all(p["census_time_s"] is None and p["partition_time_s"] > 0 for p in old), old
+    run = tmp_path / "run"
+    shutil.copytree(FORMAT_0, run)
+    recorded = iter([0.25, float("nan"), -1.0, "0.3"])
+    lines = []
+    for line in (run / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["event"] == "census":
+            event["census_time_s"] = next(recorded)
+            if event["at"] == "end":
+                event["memmap"]["time_s"] = True
+        lines.append(json.dumps(event))
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    got = Summary(RunDir(run)).census_times()
+    assert [p["census_time_s"] for p in got] == [0.25, None, None, None]
+    assert got[-1]["partition_time_s"] is None and got[0]["partition_time_s"] == old[0]["partition_time_s"]

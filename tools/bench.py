@@ -8,16 +8,20 @@ Prints, for steady steps (3 on, 4 off; 5 on, 6 off; ...) pooled over the runs:
     interval on their log ratios (analysis.stats.paired_ratio); the target is <= 1.01, +-0.5%;
   - the probes' own time / step time, measured inside the on steps (the sites' clocks);
   - the probes' resident memory: RSS of the worker's probe modules once imported;
-  - what one memory-map partition costs (it runs at census points only, never per step).
+  - what one memory-map partition costs (it runs at census points only, never per step);
+  - what the census costs per GiB of RSS, at two model sizes (separate short runs of `default`,
+    2 steps each, glibc as users have it): the partition's cost grows with the RSS it names.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -52,8 +56,13 @@ def probe_import_bytes() -> int:
     return int(out.stdout.strip())
 
 
-def _one(scen: scenario.Scenario, out: Path) -> Summary:
-    req = launch.RunRequest(scenario=scen, scenario_ref=scen.name, label="bench", malloc_env=STEADY_MALLOC_ENV,
+# the default scenario's own size, and one whose RSS (~6 GiB) the per-GiB cost of the partition dominates
+CENSUS_PARAMS = (16.8e6, 256e6)
+GIB = 1 << 30
+
+
+def _one(scen: scenario.Scenario, out: Path, malloc_env: dict[str, str] | None = STEADY_MALLOC_ENV) -> Summary:
+    req = launch.RunRequest(scenario=scen, scenario_ref=scen.name, label="bench", malloc_env=malloc_env or {},
                             out=out)
     result = launch.run(req)
     if result.status != "ok":
@@ -73,13 +82,61 @@ def pairs(steps: list[dict]) -> tuple[list[float], list[float]]:
     return on, off
 
 
+def census_cost(s: Summary) -> dict[str, Any]:
+    """Seconds per GiB of the RSS the memory-map partition named, of the partition and of the whole census, at each
+    census point after the pre-model one (whose fixed costs, the heap walk and the smaps read, dominate its
+    ~0.25 GiB); and at the last point the RSS named and the partition's seconds."""
+    points = [p for p in s.census_times()
+              if p["at"] != "pre_model" and p["partition_time_s"] is not None and p["partition_rss_bytes"]]
+    if not points:
+        raise click.ClickException(f"bench run has no memory-map partition after the baseline ({s.run.path})")
+    partition = [p["partition_time_s"] / (p["partition_rss_bytes"] / GIB) for p in points]
+    census = [p["census_time_s"] / (p["partition_rss_bytes"] / GIB) for p in points if p["census_time_s"] is not None]
+    return {"points": len(points), "partition_per_gib": partition, "census_per_gib": census,
+            "rss_gib": points[-1]["partition_rss_bytes"] / GIB, "partition_s": points[-1]["partition_time_s"]}
+
+
+def census_table(scenario_ref: str, params: tuple[float, ...], tmp: Path, progress: Progress) -> views.Table:
+    table = views.Table(f"Census cost on scenario {scenario_ref}, 2 steps a run, glibc as users have it",
+                        ["params", "RSS named at end (GiB)", "partition at end (s)",
+                         "partition s per GiB: median [min, max]", "whole census s per GiB: median"])
+    task = progress.add_task("census cost runs (one per model size)", total=len(params))
+    for n in params:
+        scen = scenario.load(scenario_ref, [f"model.params={int(n)}", "steps=2"])
+        c = census_cost(_one(scen, tmp / f"census-{int(n)}", malloc_env=None))
+        per_gib = c["partition_per_gib"]
+        table.rows.append([f"{scen.model.n_params:,}", f"{c['rss_gib']:.2f}", f"{c['partition_s']:.3f}",
+                           f"{statistics.median(per_gib):.3f} [{min(per_gib):.3f}, {max(per_gib):.3f}]",
+                           f"{statistics.median(c['census_per_gib']):.3f}" if c["census_per_gib"] else views.NA])
+        progress.advance(task)
+    table.note = ("Per GiB of the RSS each partition named, over the census points after the pre-model one "
+                  "(after_init, after_first_step, end; the pre-model one, ~0.25 GiB, is mostly fixed cost). The whole "
+                  "census also walks every live tensor. Target: partition <= 0.15 s per GiB at 256 M params.")
+    return table
+
+
+def _finite(ctx: click.Context, param: click.Parameter, values: tuple[float, ...]) -> tuple[float, ...]:
+    if not all(math.isfinite(v) for v in values):  # nan passes FloatRange's comparisons unseen
+        raise click.BadParameter("not a finite number", ctx, param)
+    return values
+
+
 @click.command()
 @click.option("--scenario", "scenario_ref", default="default")
 @click.option("--repeat", default=1, show_default=True, help="Runs (each alternates probes on and off).")
 @click.option("--steps", default=2001, show_default=True,
               help="Steps per run: (steps - 1) // 2 pairs after step 2. The default is what the +-0.5% interval "
                    "took on 2 cores (README).")
-def main(scenario_ref: str, repeat: int, steps: int) -> None:
+@click.option("--census-params", "census_params", multiple=True, default=CENSUS_PARAMS, show_default=True,
+              type=click.FloatRange(min=1e5), callback=_finite,
+              help="Model sizes of the census cost runs (repeatable).")
+@click.option("--census-only", is_flag=True, help="Only the census cost runs (no probes on/off runs).")
+def main(scenario_ref: str, repeat: int, steps: int, census_params: tuple[float, ...], census_only: bool) -> None:
+    if census_only:
+        with tempfile.TemporaryDirectory(prefix="rssprobe-bench-") as tmp, Progress() as progress:
+            census = census_table(scenario_ref, census_params, Path(tmp), progress)
+        terminal.render([], [census], Console())
+        return
     scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE])
     on: list[float] = []
     off: list[float] = []
@@ -98,6 +155,7 @@ def main(scenario_ref: str, repeat: int, steps: int) -> None:
             memmap_s += [m["time_s"] for m in partitions]
             mappings += [m["mappings"] for m in partitions]
             progress.advance(task)
+        census = census_table(scenario_ref, census_params, Path(tmp), progress) if census_params else None
     ratio = stats.paired_ratio(off, on)
     table = views.Table(f"Probe overhead on scenario {scen.name} ({scen.model.n_params:,} params, {repeat} runs of "
                         f"{steps} steps, probes on and off on alternate steps)",
@@ -115,7 +173,7 @@ def main(scenario_ref: str, repeat: int, steps: int) -> None:
     table.note = ("Step time is measured inside the worker around forward+backward+step. on / off: geometric mean "
                   f"of the pairs' ratios, {ratio.confidence:.0%} t interval on their log ratios. Targets: <= 1.01 "
                   "with an interval of +-0.5% or better (more --steps narrows it), <= 5 MiB.")
-    terminal.render([], [table], Console())
+    terminal.render([], [table] + ([census] if census else []), Console())
 
 
 if __name__ == "__main__":

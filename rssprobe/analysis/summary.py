@@ -8,6 +8,7 @@ since import costs differ between versions by tens of MiB and are not per-parame
 from __future__ import annotations
 
 import functools
+import math
 from statistics import fmean
 from typing import Any
 
@@ -37,6 +38,12 @@ def _window_mean(got: list[dict[str, Any]], n: int, key: str) -> float | None:
 
 def _sub(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
+
+
+def _seconds(value: Any) -> float | None:
+    """A duration read from disk: a finite number >= 0, else None (absent in runs made before it was recorded)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
 
 
 class Summary:
@@ -128,6 +135,7 @@ class Summary:
             "estimator_bytes_per_param": self.bpp(self.estimator),
         }
         out.update(parts)
+        out.update(self.census_time(census))
         out["imported_since_baseline"] = self.imported_since_baseline(at)
         out.update(host_device_split(census, base_census, self.bpp))  # pinned/pageable; device apart
         trim = self._first("trim_at_end")
@@ -138,6 +146,21 @@ class Summary:
                 else self.bpp(trim["before"]["rss"] - trim["after"]["rss"])
             out["rss_after_trim_above_baseline_bytes_per_param"] = self.bpp(trim["after"]["rss"] - self.baseline["rss"])
         return out
+
+    @staticmethod
+    def census_time(census: dict[str, Any]) -> dict[str, Any]:
+        """What one census point cost: the whole census and its memory-map partition (seconds; None in runs
+        made before it was recorded), and the RSS the partition named, which its cost grows with."""
+        memmap = census.get("memmap") if isinstance(census.get("memmap"), dict) else {}
+        rss = memmap.get("mappings_rss")
+        return {"census_time_s": _seconds(census.get("census_time_s")),
+                "partition_time_s": _seconds(memmap.get("time_s")),
+                "partition_rss_bytes": rss if isinstance(rss, int) and not isinstance(rss, bool) and rss >= 0
+                else None}
+
+    def census_times(self) -> list[dict[str, Any]]:
+        """census_time() of every census point, the pre-model one included, in the order they were taken."""
+        return [{"at": e["at"], **self.census_time(e)} for e in self.by_kind.get("census", [])]
 
     def imported_since_baseline(self, at: str) -> dict[str, int] | None:
         """Modules imported between the pre-model census and census `at`, by package ("total": their number;
@@ -332,6 +355,7 @@ class Summary:
             "phases": self.phases(),
             "budget": self.budget("end"),
             "budgets": [b for at in ("after_init", "after_first_step", "end") if (b := self.budget(at))],
+            "census_times": self.census_times(),
             "sites": self.sites(), "site_status": self.site_status(),
             "sites_first_step_only": self.sites_first_step_only(), "sites_steady": self.sites_steady(),
             "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),

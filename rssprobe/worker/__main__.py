@@ -69,6 +69,7 @@ class Worker:
     def census(self, at: str) -> None:
         probes = self.scenario["probes"]
         if probes["census"]:
+            started = time.perf_counter()
             zero_opt = getattr(self.engine, "optimizer", None)
             rss, mallinfo = procfs.rss_bytes(), glibc.mallinfo2()
             found, storages, pinned = census.take(zero_opt, self.torch, self.scenario["zero"]["stage"])
@@ -78,7 +79,10 @@ class Worker:
                 self.modules_seen, imported = set(sys.modules), None
             else:
                 imported = census.imported_since(self.modules_seen)
-            self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, imported=imported, **found)
+            # what the census cost (its partition's own share is memmap["time_s"]): it grows with the process
+            census_time_s = time.perf_counter() - started
+            self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, imported=imported,
+                             census_time_s=census_time_s, **found)
 
     def run(self) -> None:
         self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)

@@ -102,15 +102,16 @@ def take(zero_optimizer: Any, torch_module: Any,
                         on_device[(str(t.device), *key)] = role
     roles: dict[str, dict[str, int]] = {}
     reader = Reader()
-    try:
-        for (ptr, nbytes), role in storages.items():
-            r = roles.setdefault(role, {"allocated": 0, "resident": 0, "pinned": 0, "storages": 0})
-            r["allocated"] += nbytes
-            r["resident"] += reader.resident(ptr, ptr + nbytes) if ptr else 0
-            r["pinned"] += nbytes if (ptr, nbytes) in pinned else 0
-            r["storages"] += 1
+    try:  # in address order, so that neighbours share the reader's window of pagemap
+        resident = {key: reader.resident(key[0], key[0] + key[1]) if key[0] else 0 for key in sorted(storages)}
     finally:
         reader.close()
+    for (ptr, nbytes), role in storages.items():
+        r = roles.setdefault(role, {"allocated": 0, "resident": 0, "pinned": 0, "storages": 0})
+        r["allocated"] += nbytes
+        r["resident"] += resident[(ptr, nbytes)]
+        r["pinned"] += nbytes if (ptr, nbytes) in pinned else 0
+        r["storages"] += 1
     out = {
         "python_objects": python_objects,  # gc-tracked objects: what the pymalloc part is made of
         "python_modules": len(sys.modules),
