@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rssprobe.storage import RunDir
+from rssprobe.store.rundir import RunDir
 
 from rssprobe.analysis.summary import Summary
 from rssprobe.worker import glibc, memmap
@@ -52,7 +52,7 @@ def _delta(a: dict[str, int], b: dict[str, int], name: str) -> float:
 FREE_RESIDENT_SCRIPT = r"""
 import ctypes, json
 from rssprobe.analysis.summary import Summary
-from rssprobe.storage import RunDir
+from rssprobe.store.rundir import RunDir
 from rssprobe.worker import glibc, memmap
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
@@ -97,7 +97,7 @@ BULK_SCRIPT = r"""
 import ctypes, gc, json, random
 import torch
 from rssprobe.analysis.summary import Summary
-from rssprobe.storage import RunDir
+from rssprobe.store.rundir import RunDir
 from rssprobe.worker import glibc, memmap
 from tests import memmap_reference as ref
 
@@ -312,13 +312,14 @@ FORMAT_0 = Path(__file__).parent / "data" / "format-0" / "tiny-run"
 
 def test_a_census_time_from_disk_is_a_duration_or_none(tmp_path: Path) -> None:
     """A run made before census_time_s was recorded shows None for it (tests/data/format-0); a recorded value
-    that is not a finite duration (NaN, negative, a string, a boolean) shows None too, never a figure."""
+    that is not a finite duration (NaN, negative, infinite) shows None too, never a figure; one of the wrong type
+    (a string) makes the census line not an event of its declared shape (rssprobe.contract): left out, reported."""
     old = Summary(RunDir(FORMAT_0)).census_times()  # what show --format json gives (as_dict), read in-process
     assert [p["at"] for p in old] == CENSUS_POINTS
     assert all(p["census_time_s"] is None and p["partition_time_s"] > 0 for p in old), old
     run = tmp_path / "run"
     shutil.copytree(FORMAT_0, run)
-    recorded = iter([0.25, float("nan"), -1.0, "0.3"])
+    recorded = iter([0.25, float("nan"), -1.0, float("inf")])
     lines = []
     for line in (run / "events.jsonl").read_text().splitlines():
         event = json.loads(line)
@@ -331,3 +332,8 @@ def test_a_census_time_from_disk_is_a_duration_or_none(tmp_path: Path) -> None:
     got = Summary(RunDir(run)).census_times()
     assert [p["census_time_s"] for p in got] == [0.25, None, None, None]
     assert got[-1]["partition_time_s"] is None and got[0]["partition_time_s"] == old[0]["partition_time_s"]
+    text = (run / "events.jsonl").read_text().replace('"census_time_s": 0.25', '"census_time_s": "0.3"', 1)
+    (run / "events.jsonl").write_text(text)
+    read = RunDir(run).read_events()
+    assert [p["census_time_s"] for p in Summary(RunDir(run)).census_times()] == [None, None, None]
+    assert read.bad_lines and "census" in read.bad_lines[0][1], read.bad_lines
