@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rssprobe.store.rundir import RunDir
 
 from rssprobe.analysis.summary import Summary
+from rssprobe.store.rundir import RunDir
 from rssprobe.worker import glibc, memmap
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
