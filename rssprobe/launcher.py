@@ -23,6 +23,7 @@ from typing import Any
 
 from . import (
     compilecache,
+    hfconfig,
     host,
     layout,
     lifeline,
@@ -169,7 +170,10 @@ def prepare(req: RunRequest) -> Prepared:
         shutil.rmtree(run_dir.path)  # nothing ran: leave no half-made run behind
         raise
     resolved = req.scenario.model_dump(mode="json")
-    resolved["model"]["layers"] = req.scenario.model.n_layers  # a size given as params, resolved once, here
+    if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
+        resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
+    elif req.scenario.model.kind == "linear":
+        resolved["model"]["layers"] = req.scenario.model.n_layers
     spec = {
         "scenario": resolved,
         "deepspeed_config": req.scenario.deepspeed_config(),

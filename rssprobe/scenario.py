@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import UserError, from_validation
 from .rundata import read_text
@@ -23,10 +32,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Model(_Strict):
-    """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width."""
+LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
 
-    params: float | None = Field(None, gt=0, description="target parameter count (sets layers)")
+
+class Model(_Strict):
+    """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width (kind linear);
+    a Hugging Face causal LM built from a config (kind transformers, rssprobe.hfconfig); or a script's own."""
+
+    kind: Literal["linear", "transformers", "script"] = Field(
+        "linear", description="linear: Linear layers; transformers: AutoModelForCausalLM.from_config([model.hf]); "
+                              "script: the model a --script builds (nothing else here)")
+    hf: dict[str, Any] | None = Field(None, description="kind transformers: transformers.AutoConfig.for_model "
+                                                        "keyword arguments (model_type, hidden_size, ...)")
+    seq_len: int | None = Field(None, gt=0, description="kind transformers: tokens per sample (random ids)")
+    params: float | None = Field(None, gt=0, description="target parameter count (sets layers; transformers: "
+                                                         "num_hidden_layers, the other dimensions kept)")
     layers: int | None = Field(None, gt=0)
     width: int = Field(1024, gt=0)
     param_groups: int = Field(1, gt=0, description="optimizer param groups (layers split round-robin)")
@@ -35,22 +55,46 @@ class Model(_Strict):
     activation_checkpointing: Literal["non_reentrant", "reentrant", False] = Field(
         False, description="torch.utils.checkpoint around each layer (its activation recomputed in backward)")
 
+    # kind transformers: what rssprobe.hfconfig resolved from the config (layers, params, tensors)
+    _resolved: dict[str, int] | None = PrivateAttr(None)
+
     @model_validator(mode="after")
     def _one_size(self) -> Model:
+        if self.kind != "linear":
+            return self._not_linear()
+        for key in ("hf", "seq_len"):
+            if getattr(self, key) is not None:
+                raise ValueError(f"{key} applies to kind = \"transformers\" (this model is kind = \"linear\")")
         if (self.params is None) == (self.layers is None):
             raise ValueError("give exactly one of model.params or model.layers")
         if self.param_groups > self.n_layers:
             raise ValueError(f"param_groups ({self.param_groups}) exceeds the number of layers ({self.n_layers})")
         return self
 
+    def _not_linear(self) -> Model:
+        given = [k for k in LINEAR_ONLY if k in self.model_fields_set]
+        if given:
+            raise ValueError(f"{given[0]} applies to kind = \"linear\" (this model is kind = \"{self.kind}\")")
+        if self.kind == "script":
+            extra = [k for k in ("hf", "seq_len", "params") if k in self.model_fields_set]
+            if extra:
+                raise ValueError(f"{extra[0]}: a script builds its own model; rssprobe sets nothing of it")
+        elif not self.hf:
+            raise ValueError("kind = \"transformers\" needs [model.hf] (model_type and the config's keyword arguments)")
+        return self
+
     @property
     def n_layers(self) -> int:
+        if self.kind != "linear":
+            return (self._resolved or {}).get("layers", 0)
         if self.layers is not None:
             return self.layers
         return max(1, round(float(self.params or 0) / (self.width * self.width + self.width)))
 
     @property
     def n_params(self) -> int:
+        if self.kind != "linear":
+            return (self._resolved or {}).get("params", 0)
         return self.n_layers * (self.width * self.width + self.width)
 
 
@@ -267,9 +311,14 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> di
 
 def validate(raw: dict[str, Any], label: str) -> Scenario:
     try:
-        return Scenario.model_validate(raw)
+        scen = Scenario.model_validate(raw)
     except ValidationError as e:
         raise from_validation(label, e.errors()) from None
+    if scen.model.kind == "transformers":  # the config is built here, before any worker starts
+        from . import hfconfig
+
+        hfconfig.resolve(scen.model, label)
+    return scen
 
 
 def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:

@@ -17,7 +17,7 @@ from ..sites_config import short_name
 from ..storage import NATIVE, RunDir
 from ..worker.census import partitioned_roles
 from ..worker.glibc import in_use
-from . import inrun
+from . import inrun, modelinfo
 from .hostsplit import split as host_device_split
 
 SITE_PHASES = ("init", "first_step", "steady")
@@ -332,7 +332,8 @@ class Summary:
             "scenario": m.get("scenario", {}).get("name"), "zero": self.zero(),
             "zero3_gathered": self.zero3_gathered(),
             "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
-            "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
+            "params": self.params, "model": modelinfo.describe(self.by_kind, m),
+            "versions": m.get("versions"), "allocator": m.get("allocator"),
             "malloc_env": m.get("malloc_env"),
             "glibc_malloc": (self.phase_events.get("process_start") or {}).get("glibc"),
             "accelerator": m.get("accelerator"), "cuda": self._cuda_note(),

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import lifeline
 from ..layout import WORKER_SPEC, rank_log
-from . import census, glibc, memmap, procfs, training
+from . import census, glibc, memmap, models, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused, parse
@@ -97,6 +97,9 @@ class Worker:
         self.phase("after_imports")
         if finder is not None:
             self.events.emit("overlay", modules=finder.loaded)
+        model_imports = models.prepare(self.scenario)  # transformers: imported before the baseline, as torch is
+        if model_imports is not None:
+            self.events.emit("model_imports", **model_imports)
 
         def compiling(op: str) -> None:
             self.events.emit("compiling", op=op)
@@ -118,7 +121,8 @@ class Worker:
                                                 offload_param=zero.get("offload_param") is not None,
                                                 largest_layer_params=largest)
         self.events.emit("model", params=params, param_groups=len(groups), estimator_ranks_per_node=local,
-                         estimator_nodes=nodes, estimator_cpu_bytes=estimate, zero_stage=zero["stage"])
+                         estimator_nodes=nodes, estimator_cpu_bytes=estimate, zero_stage=zero["stage"],
+                         **models.describe(model, self.scenario))
         self.phase("after_model")
 
         for spec in self.spec["patches"]:
@@ -160,9 +164,8 @@ class Worker:
         self.events.emit("end", status="ok", effects=self.ctx.effects)
 
     def train(self, recorder: SiteRecorder) -> None:
-        torch, scenario = self.torch, self.scenario  # no engine held here: a reinit event replaces it
-        x = torch.randn(scenario["micro_batch"], scenario["model"]["width"],
-                        dtype=training.input_dtype(scenario), device=self.engine.device)
+        scenario = self.scenario  # no engine held here: a reinit event replaces it
+        x = models.inputs(scenario, self.engine.device, training.input_dtype(scenario))
         inrun = InRunEvents(self, recorder)
         with contextlib.ExitStack() as capture:
             for step in range(1, scenario["steps"] + 1):
@@ -184,7 +187,7 @@ class Worker:
         gathered: dict[str, Any] = {}  # ZeRO-3: parameters gathered and not released (deterministic)
         count_gathered = scenario["zero"]["stage"] == 3  # below stage 3 nothing is partitioned: skip the walk
         for _micro in range(scenario["grad_accum_steps"]):
-            loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
+            loss = self._part(parts, "forward", lambda: models.loss(engine, x, scenario))
             self._part(parts, "backward", functools.partial(engine.backward, loss))
             if count_gathered:
                 gathered["after_backward"] = census.gathered(engine.module)

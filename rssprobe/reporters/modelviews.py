@@ -1,0 +1,29 @@
+"""The model line of `show`: what was trained, the layer count a size target resolved to, and what
+"per parameter" counts (unique parameters: tied weights once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def model_lines(s: dict[str, Any]) -> list[str]:
+    m = s.get("model")
+    if not m:
+        return []
+    what = m["architecture"] or m["kind"]
+    if m["kind"] == "transformers":
+        what += f" ({m['model_type']}, transformers {(m.get('imports') or {}).get('transformers', '?')}, " \
+                f"seq_len {m['seq_len']})"
+    layers = f"{m['layers']} layers" if m.get("layers") is not None else "layers n/a"
+    if m.get("params_target") is not None:
+        layers += f" (model.params {m['params_target']:.3g} resolved to {m['layers']})"
+    tied = "; ".join(" = ".join(group) for group in m["tied"])
+    per = (f"per unique parameter: tied weights counted once ({tied}; {m['tied_params']:,} params)" if tied
+           else "per unique parameter (no tied weights)")
+    return [f"model {what}, {layers}, {m['param_tensors']} parameter tensors", per]
+
+
+def tensors_note(s: dict[str, Any]) -> str:
+    """' (N in this model)': how often a site called once per parameter tensor runs in a step."""
+    m = s.get("model")
+    return f" ({m['param_tensors']} in this model)" if m else ""

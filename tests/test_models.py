@@ -1,0 +1,210 @@
+"""Real transformer models in scenarios (model.kind = "transformers"): known answers on tiny configs.
+
+Two real runs, shared by the tests that read them: a Llama (GQA, untied) sized by model.params, and a GPT-2 with
+tied embeddings. Census figures are exact (allocated sizes, resident pages from pagemap): their tolerance is
+one page per storage of the role, divided by the parameter count. Call counts are counts: exact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rssprobe import scenario
+from rssprobe.errors import UserError
+
+from .conftest import STEADY_GLIBC, rssprobe, summary
+from .noise import PAGE
+
+LLAMA = """
+name = "llama-tiny"
+steps = 3
+micro_batch = 2
+[model]
+kind = "transformers"
+seq_len = 16
+params = 3.6e6
+[model.hf]
+model_type = "llama"
+vocab_size = 4096
+hidden_size = 256
+intermediate_size = 688
+num_hidden_layers = 1
+num_attention_heads = 4
+num_key_value_heads = 2
+tie_word_embeddings = false
+"""
+
+GPT2 = """
+name = "gpt2-tiny-tied"
+steps = 3
+micro_batch = 2
+[model]
+kind = "transformers"
+seq_len = 16
+[model.hf]
+model_type = "gpt2"
+vocab_size = 4096
+n_embd = 256
+n_layer = 2
+n_head = 4
+n_positions = 64
+"""
+
+PER_TENSOR = ("copy_grads_in_partition", "async_inplace_copy_grad_to_fp32_buffer_from_gpu", "setup_buckets")
+
+
+def _events(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _run(tmp: Path, name: str, text: str) -> tuple[Path, dict[str, Any]]:
+    path = tmp / f"{name}.toml"
+    path.write_text(text)
+    out = tmp / name
+    rssprobe("run", str(path), "--out", str(out), *STEADY_GLIBC, check=True)
+    return out, summary(out)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    return _run(tmp_path_factory.mktemp("models"), "llama", LLAMA)
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    return _run(tmp_path_factory.mktemp("models"), "gpt2", GPT2)
+
+
+def _page_tolerance(s: dict[str, Any], role: str) -> float:
+    """An exact census figure can differ from its known answer by the partial pages of its storages."""
+    storages = next(e for e in _events(Path(s["path"])) if e["event"] == "census" and e["at"] == "end")
+    return storages["roles"][role]["storages"] * PAGE / s["params"]
+
+
+def _meta_model(text: str, tmp: Path) -> Any:
+    """The scenario's model on the meta device, built here from the config: the test's own count."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = tmp / "s.toml"
+    path.write_text(text)
+    scen = scenario.load(str(path))
+    hf = dict(scen.model.hf or {})
+    hf.setdefault("n_layer" if hf["model_type"] == "gpt2" else "num_hidden_layers", scen.model.n_layers)
+    if hf["model_type"] != "gpt2":
+        hf["num_hidden_layers"] = scen.model.n_layers
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(AutoConfig.for_model(hf.pop("model_type"), **hf))
+
+
+def test_llama_buffers_by_role_are_deepspeeds_per_parameter_buffers(llama: tuple[Path, dict[str, Any]],
+                                                                    tmp_path: Path) -> None:
+    _run_dir, s = llama
+    assert s["status"] == "ok" and s["steps_done"] == 3
+    meta = _meta_model(LLAMA, tmp_path)
+    assert s["params"] == sum(p.numel() for p in meta.parameters())
+    roles = s["budget"]["roles"]
+    # the architecture changes the tensors, not the per-parameter buffers ...
+    for role, known in (("fp32_master", 4), ("fp32_grad", 4), ("adam_exp_avg", 4), ("adam_exp_avg_sq", 4),
+                        ("bit16_params", 2), ("h2d_staging", 2)):
+        assert abs(roles[role] - known) <= _page_tolerance(s, role), (role, roles[role])
+    # ... except the two scratch gradient buffers, each the size of the largest tensor: here the embedding
+    largest = max(p.numel() for p in meta.parameters())
+    temp = 2 * largest * 2 / s["params"]
+    assert abs(roles["temp_grad_buffers"] - temp) <= _page_tolerance(s, "temp_grad_buffers")
+    assert largest == 4096 * 256  # the embedding (and the untied head): no Linear stack has that shape
+    assert abs(s["budget"]["live_bytes_per_param"] - (20 + temp)) <= 0.01
+
+
+def test_llama_sized_by_params_resolves_layers_and_show_says_so(llama: tuple[Path, dict[str, Any]],
+                                                                 tmp_path: Path) -> None:
+    run, s = llama
+    path = tmp_path / "s.toml"
+    path.write_text(LLAMA)
+    resolved = scenario.load(str(path)).model
+    assert resolved.n_layers == 2 and s["model"]["layers"] == 2  # the file says 1; model.params = 3.6e6 decides
+    assert s["params"] == resolved.n_params
+    text = rssprobe("show", str(run), check=True).stdout
+    assert "model LlamaForCausalLM" in text and "model.params 3.6e+06 resolved to 2" in text
+    assert "per unique parameter (no tied weights)" in text
+
+
+def test_per_tensor_sites_are_called_once_per_parameter_tensor(llama: tuple[Path, dict[str, Any]],
+                                                               tmp_path: Path) -> None:
+    run, s = llama
+    tensors = len(list(_meta_model(LLAMA, tmp_path).parameters()))
+    assert s["model"]["param_tensors"] == tensors == 21  # embedding, head, final norm, 2 x 9 per layer
+    rows = {r["name"].split(".")[-1]: r for r in s["sites"] if r["phase"] == "first_step"}
+    for site in PER_TENSOR:
+        assert rows[site]["calls"] == tensors, site
+    assert f"parameter tensor ({tensors} in this model)" in rssprobe("show", str(run), "--all-sites", check=True).stdout
+
+
+def test_transformers_is_imported_before_the_baseline(llama: tuple[Path, dict[str, Any]]) -> None:
+    run, s = llama
+    imports = next(e for e in _events(run) if e["event"] == "model_imports")
+    assert imports["architecture"] == "LlamaForCausalLM" and imports["modules"] > 100
+    after = s["budget"]["imported_since_baseline"]
+    assert after is not None and "transformers" not in after  # not one transformers module after the baseline
+
+
+def test_tied_weight_is_one_parameter_everywhere(gpt2: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    run, s = gpt2
+    assert s["status"] == "ok"
+    meta = _meta_model(GPT2, tmp_path)
+    unique = sum(p.numel() for p in meta.parameters())
+    with_duplicates = sum(p.numel() for _n, p in meta.named_parameters(remove_duplicate=False))
+    assert with_duplicates - unique == 4096 * 256  # the tied weight, which a naive count takes twice
+    assert s["params"] == unique
+    assert s["model"]["tied"] == [["transformer.wte.weight", "lm_head.weight"]]
+    tensors = len(list(meta.parameters()))
+    assert s["model"]["param_tensors"] == tensors
+    rows = {r["name"].split(".")[-1]: r for r in s["sites"] if r["phase"] == "first_step"}
+    assert rows["copy_grads_in_partition"]["calls"] == tensors  # one gradient for the tied weight, not two
+    # DeepSpeed's flat buffers hold each unique parameter once: per unique parameter they read exactly 4 and 2
+    roles = s["budget"]["roles"]
+    for role, known in (("fp32_master", 4), ("bit16_params", 2)):
+        assert abs(roles[role] - known) <= _page_tolerance(s, role), (role, roles[role])
+    text = rssprobe("show", str(run), check=True).stdout
+    assert "tied weights counted once (transformer.wte.weight = lm_head.weight" in text
+
+
+@pytest.mark.parametrize("setting,key,reason", [
+    ('model.hf.model_type="lama"', "model.hf.model_type", "unknown model type 'lama'"),
+    ("model.hf.hiden_size=64", "model.hf.hiden_size", "not a setting of LlamaConfig (close: hidden_size"),
+    ('model.hf.hidden_size="wide"', "model.hf.hidden_size", "expected int"),
+    ("model.hf.num_key_value_heads=3", "model.hf.num_key_value_heads", "does not divide num_attention_heads (4)"),
+    ("model.hf.rms_norm_eps=nan", "model.hf.rms_norm_eps", "not a finite number"),
+    ("model.hf.vocab_size=-5", "model.hf.vocab_size", "negative"),
+    ("model.hf.vocab_size=0", "model.hf.vocab_size", "no elements"),
+    ('model.hf.model_type="vit"', "model.hf.model_type", "no causal language model"),
+    ("model.width=64", "model", "width applies to kind = \"linear\""),
+    ("model.seq_len=0", "model.seq_len", "greater than 0"),
+])
+def test_bad_hf_config_is_one_line_naming_the_key(tmp_path: Path, setting: str, key: str, reason: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(LLAMA)
+    with pytest.raises(UserError) as e:
+        scenario.load(str(path), [setting])
+    assert str(e.value).startswith(f"{path}: {key}:") and reason in str(e.value), str(e.value)
+
+
+def test_bad_hf_config_exits_2_before_any_worker(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(LLAMA)
+    out = tmp_path / "run"
+    proc = rssprobe("run", str(path), "--set", "model.hf.num_attention_heads=3", "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "model.hf" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()  # refused before a run directory, let alone a worker
+
+
+def test_linear_keys_refused_for_a_linear_model(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('name = "t"\n[model]\nlayers = 2\nwidth = 64\nseq_len = 8\n')
+    with pytest.raises(UserError, match=r"model: seq_len applies to kind = \"transformers\""):
+        scenario.load(str(path))
