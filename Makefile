@@ -55,8 +55,9 @@ verdict: install
 	$(BIN)/rssprobe matrix --plan $(PLAN) --out $(PLANRUNS) $(if $(OPTIONAL),--optional)
 	$(BIN)/python -m rssprobe.reporters.verdict $(PLAN) --runs $(PLANRUNS) --out reports/issue7693-verdict.md
 
+# make bench SCRIPT=examples/train_linear.py: the same A/B on a script run (its loop runs as long as asked)
 bench: install
-	$(BIN)/python -m rssprobe.bench
+	$(BIN)/python -m rssprobe.bench $(if $(SCRIPT),--scenario $(SCRIPT) -- --steps 100000)
 
 # N interleaved A/A gates and N gates with a retained 1 B/param on tiny: false regressions and detections
 N ?= 10

@@ -73,13 +73,18 @@ def pairs(steps: list[dict]) -> tuple[list[float], list[float]]:
 
 
 @click.command()
-@click.option("--scenario", "scenario_ref", default="default")
+@click.option("--scenario", "scenario_ref", default="default", help="A scenario, or a training script (.py) whose "
+              "arguments follow -- (its loop must run at least --steps optimizer steps).")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--repeat", default=1, show_default=True, help="Runs (each alternates probes on and off).")
 @click.option("--steps", default=2001, show_default=True,
               help="Steps per run: (steps - 1) // 2 pairs after step 2. The default is what the +-0.5% interval "
                    "took on 2 cores (README).")
-def main(scenario_ref: str, repeat: int, steps: int) -> None:
-    scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE])
+def main(scenario_ref: str, script_args: tuple[str, ...], repeat: int, steps: int) -> None:
+    from .scriptrun import args_set
+
+    scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE, *([args_set(list(script_args))]
+                                                                       if script_args else [])])
     on: list[float] = []
     off: list[float] = []
     probe_share: list[float] = []  # the sites' own measured time / step time, in the on steps
@@ -98,7 +103,9 @@ def main(scenario_ref: str, repeat: int, steps: int) -> None:
             mappings += [m["mappings"] for m in partitions]
             progress.advance(task)
     ratio = stats.paired_ratio(off, on)
-    table = views.Table(f"Probe overhead on scenario {scen.name} ({scen.model.n_params:,} params, {repeat} runs of "
+    params = s.params or 0
+    table = views.Table(f"Probe overhead on {'script' if scen.script else 'scenario'} {scen.name} ({params:,} params, "
+                        f"{repeat} runs of "
                         f"{steps} steps, probes on and off on alternate steps)",
                         ["measure", "probes on", "probes off", "on / off"])
     table.rows.append([f"steady step time (s; median of {ratio.pairs} pairs)", f"{statistics.median(on):.4f}",

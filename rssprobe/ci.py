@@ -41,6 +41,7 @@ class GateRequest:
     junit_file: Path | None = None
     fmt: str = "terminal"
     force: bool = False
+    allow_different_scripts: bool = False
 
 
 def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str],
@@ -138,7 +139,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> tuple[str, list[tuple
         a, b = Side.load(str(base.path)), Side.load(str(cand.path))
     else:
         raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
-    result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED).as_dict()
+    result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED, g.allow_different_scripts).as_dict()
     show_comparison(result, g.fmt)
     publish(diffviews.verdict_paragraph(result) + "\n\n"
             + markdown.render(diffviews.header_lines(result), diffviews.tables(result)))

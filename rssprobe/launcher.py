@@ -32,6 +32,7 @@ from . import (
     opcache,
     overlay,
     preflight,
+    scriptrun,
     sites_config,
     storage,
 )
@@ -174,9 +175,11 @@ def prepare(req: RunRequest) -> Prepared:
         resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
     elif req.scenario.model.kind == "linear":
         resolved["model"]["layers"] = req.scenario.model.n_layers
+    else:  # a script: its own model and DeepSpeed config
+        resolved = scriptrun.recorded(resolved)
     spec = {
         "scenario": resolved,
-        "deepspeed_config": req.scenario.deepspeed_config(),
+        "deepspeed_config": None if req.scenario.script else req.scenario.deepspeed_config(),
         "patches": req.patches,
         "sites": sites_config.for_scenario(req.scenario),
         "sites_first_step_only": sites_config.first_step_only(req.scenario),
@@ -266,7 +269,8 @@ def conclude(run_dir: storage.RunDir, world_size: int, returncode: int | None, t
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
         world_size=world_size, ranks=ranks,
-        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None)
+        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None,
+        **(scriptrun.amend_manifest(run_dir.manifest(), every) or {}))
     if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
         raise UserError(error or "usage error")
     return RunResult(run_dir, status, manifest)

@@ -195,11 +195,20 @@ class Reinit(_Strict):
 EVENTS = ("checkpoint", "eval", "reinit")  # the in-run events, in the order they run after a step
 
 
+class Script(_Strict):
+    """A user's DeepSpeed training script (rssprobe run --script PATH -- ARGS): rssprobe.scriptrun."""
+
+    path: str
+    sha256: str | None = None
+    args: list[str] = Field(default_factory=list, description="its command line (sys.argv[1:])")
+    stop_after: int | None = Field(None, gt=0, description="stop the script after N optimizer steps (--steps N)")
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
     precision: Literal["bf16", "fp32", "fp16"] = "bf16"
-    steps: int = Field(10, gt=0)
+    steps: int | None = Field(10, gt=0, description="optimizer steps (a script run: stop after N; unset: its own)")
     micro_batch: int = Field(4, gt=0)
     grad_accum_steps: int = Field(1, gt=0)
     seed: int = 0
@@ -213,12 +222,17 @@ class Scenario(_Strict):
     checkpoint: Checkpoint | None = None
     eval: Eval | None = None
     reinit: Reinit | None = None
+    script: Script | None = None
 
     @model_validator(mode="after")
     def _events_fit(self) -> Scenario:
+        if (self.script is None) != (self.model.kind != "script"):
+            raise ValueError("model.kind = \"script\" and [script] go together (rssprobe run --script PATH)")
+        if self.steps is None and self.script is None:
+            raise ValueError("steps: required (only a script run may leave the step count to the script)")
         for name in EVENTS:
             event = getattr(self, name)
-            if event is not None and event.every > self.steps:
+            if event is not None and event.every > (self.steps or 0):
                 raise ValueError(f"{name}.every ({event.every}) exceeds steps ({self.steps}): it would never run")
         if self.checkpoint is not None and self.checkpoint.consolidate_16bit and self.zero.stage < 3:
             raise ValueError("checkpoint.consolidate_16bit is for ZeRO stage 3 "
@@ -262,6 +276,10 @@ def packaged_names() -> list[str]:
 def _read(ref: str) -> tuple[str, dict[str, Any]]:
     """(label for messages, raw dict) for a path or a packaged scenario name."""
     path = Path(ref)
+    if path.suffix == ".py":  # a training script: rssprobe run --script PATH
+        from . import scriptrun
+
+        return scriptrun.raw_scenario(path)
     if path.suffix == ".toml" or path.exists():
         label, text = str(path), read_text(path)
     else:
@@ -323,4 +341,8 @@ def validate(raw: dict[str, Any], label: str) -> Scenario:
 
 def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:
     label, raw = _read(ref)
+    if raw.get("script"):
+        from . import scriptrun
+
+        overrides = scriptrun.check_overrides(overrides or [], label)
     return validate(apply_overrides(raw, overrides or [], label), label)

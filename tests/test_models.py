@@ -1,8 +1,9 @@
-"""Real transformer models in scenarios (model.kind = "transformers"): known answers on tiny configs.
+"""Real transformer models in scenarios (model.kind = "transformers"): known answers on a tiny config.
 
-Two real runs, shared by the tests that read them: a Llama (GQA, untied) sized by model.params, and a GPT-2 with
-tied embeddings. Census figures are exact (allocated sizes, resident pages from pagemap): their tolerance is
-one page per storage of the role, divided by the parameter count. Call counts are counts: exact.
+One real run, shared by the tests that read it: a Llama (GQA, untied) sized by model.params. (GPT-2's tied
+weight is checked on a script run in tests/test_script.py, to keep the suite short.) Census figures are exact
+(allocated sizes, resident pages from pagemap): their tolerance is one page per storage of the role, divided by
+the parameter count. Call counts are counts: exact.
 """
 
 from __future__ import annotations
@@ -38,22 +39,6 @@ num_key_value_heads = 2
 tie_word_embeddings = false
 """
 
-GPT2 = """
-name = "gpt2-tiny-tied"
-steps = 3
-micro_batch = 2
-[model]
-kind = "transformers"
-seq_len = 16
-[model.hf]
-model_type = "gpt2"
-vocab_size = 4096
-n_embd = 256
-n_layer = 2
-n_head = 4
-n_positions = 64
-"""
-
 PER_TENSOR = ("copy_grads_in_partition", "async_inplace_copy_grad_to_fp32_buffer_from_gpu", "setup_buckets")
 
 
@@ -61,22 +46,14 @@ def _events(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
 
 
-def _run(tmp: Path, name: str, text: str) -> tuple[Path, dict[str, Any]]:
-    path = tmp / f"{name}.toml"
-    path.write_text(text)
-    out = tmp / name
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
+    """(run directory, its summary, its `show --all-sites` text)."""
+    tmp = tmp_path_factory.mktemp("models")
+    path, out = tmp / "llama.toml", tmp / "llama"
+    path.write_text(LLAMA)
     rssprobe("run", str(path), "--out", str(out), *STEADY_GLIBC, check=True)
-    return out, summary(out)
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    return _run(tmp_path_factory.mktemp("models"), "llama", LLAMA)
-
-
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    return _run(tmp_path_factory.mktemp("models"), "gpt2", GPT2)
+    return out, summary(out), rssprobe("show", str(out), "--all-sites", check=True).stdout
 
 
 def _page_tolerance(s: dict[str, Any], role: str) -> float:
@@ -94,16 +71,14 @@ def _meta_model(text: str, tmp: Path) -> Any:
     path.write_text(text)
     scen = scenario.load(str(path))
     hf = dict(scen.model.hf or {})
-    hf.setdefault("n_layer" if hf["model_type"] == "gpt2" else "num_hidden_layers", scen.model.n_layers)
-    if hf["model_type"] != "gpt2":
-        hf["num_hidden_layers"] = scen.model.n_layers
+    hf["num_hidden_layers"] = scen.model.n_layers
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(AutoConfig.for_model(hf.pop("model_type"), **hf))
 
 
-def test_llama_buffers_by_role_are_deepspeeds_per_parameter_buffers(llama: tuple[Path, dict[str, Any]],
+def test_llama_buffers_by_role_are_deepspeeds_per_parameter_buffers(llama: tuple[Path, dict[str, Any], str],
                                                                     tmp_path: Path) -> None:
-    _run_dir, s = llama
+    _run_dir, s, _text = llama
     assert s["status"] == "ok" and s["steps_done"] == 3
     meta = _meta_model(LLAMA, tmp_path)
     assert s["params"] == sum(p.numel() for p in meta.parameters())
@@ -120,57 +95,35 @@ def test_llama_buffers_by_role_are_deepspeeds_per_parameter_buffers(llama: tuple
     assert abs(s["budget"]["live_bytes_per_param"] - (20 + temp)) <= 0.01
 
 
-def test_llama_sized_by_params_resolves_layers_and_show_says_so(llama: tuple[Path, dict[str, Any]],
+def test_llama_sized_by_params_resolves_layers_and_show_says_so(llama: tuple[Path, dict[str, Any], str],
                                                                  tmp_path: Path) -> None:
-    run, s = llama
+    _run_dir, s, text = llama
     path = tmp_path / "s.toml"
     path.write_text(LLAMA)
     resolved = scenario.load(str(path)).model
     assert resolved.n_layers == 2 and s["model"]["layers"] == 2  # the file says 1; model.params = 3.6e6 decides
     assert s["params"] == resolved.n_params
-    text = rssprobe("show", str(run), check=True).stdout
     assert "model LlamaForCausalLM" in text and "model.params 3.6e+06 resolved to 2" in text
     assert "per unique parameter (no tied weights)" in text
 
 
-def test_per_tensor_sites_are_called_once_per_parameter_tensor(llama: tuple[Path, dict[str, Any]],
+def test_per_tensor_sites_are_called_once_per_parameter_tensor(llama: tuple[Path, dict[str, Any], str],
                                                                tmp_path: Path) -> None:
-    run, s = llama
+    _run_dir, s, text = llama
     tensors = len(list(_meta_model(LLAMA, tmp_path).parameters()))
     assert s["model"]["param_tensors"] == tensors == 21  # embedding, head, final norm, 2 x 9 per layer
     rows = {r["name"].split(".")[-1]: r for r in s["sites"] if r["phase"] == "first_step"}
     for site in PER_TENSOR:
         assert rows[site]["calls"] == tensors, site
-    assert f"parameter tensor ({tensors} in this model)" in rssprobe("show", str(run), "--all-sites", check=True).stdout
+    assert f"parameter tensor ({tensors} in this model)" in text
 
 
-def test_transformers_is_imported_before_the_baseline(llama: tuple[Path, dict[str, Any]]) -> None:
-    run, s = llama
+def test_transformers_is_imported_before_the_baseline(llama: tuple[Path, dict[str, Any], str]) -> None:
+    run, s, _text = llama
     imports = next(e for e in _events(run) if e["event"] == "model_imports")
     assert imports["architecture"] == "LlamaForCausalLM" and imports["modules"] > 100
     after = s["budget"]["imported_since_baseline"]
     assert after is not None and "transformers" not in after  # not one transformers module after the baseline
-
-
-def test_tied_weight_is_one_parameter_everywhere(gpt2: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    run, s = gpt2
-    assert s["status"] == "ok"
-    meta = _meta_model(GPT2, tmp_path)
-    unique = sum(p.numel() for p in meta.parameters())
-    with_duplicates = sum(p.numel() for _n, p in meta.named_parameters(remove_duplicate=False))
-    assert with_duplicates - unique == 4096 * 256  # the tied weight, which a naive count takes twice
-    assert s["params"] == unique
-    assert s["model"]["tied"] == [["transformer.wte.weight", "lm_head.weight"]]
-    tensors = len(list(meta.parameters()))
-    assert s["model"]["param_tensors"] == tensors
-    rows = {r["name"].split(".")[-1]: r for r in s["sites"] if r["phase"] == "first_step"}
-    assert rows["copy_grads_in_partition"]["calls"] == tensors  # one gradient for the tied weight, not two
-    # DeepSpeed's flat buffers hold each unique parameter once: per unique parameter they read exactly 4 and 2
-    roles = s["budget"]["roles"]
-    for role, known in (("fp32_master", 4), ("bit16_params", 2)):
-        assert abs(roles[role] - known) <= _page_tolerance(s, role), (role, roles[role])
-    text = rssprobe("show", str(run), check=True).stdout
-    assert "tied weights counted once (transformer.wte.weight = lm_head.weight" in text
 
 
 @pytest.mark.parametrize("setting,key,reason", [

@@ -21,3 +21,15 @@ def describe(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any])
         "model_type": (declared.get("hf") or {}).get("model_type"), "seq_len": declared.get("seq_len"),
         "imports": imports,
     }
+
+
+def script(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """A script run's script (path, sha256, arguments) and how it ended: stopped after N steps as asked, or a
+    step it began and never finished."""
+    declared = (manifest.get("scenario") or {}).get("script")
+    if not declared:
+        return None
+    end = next((e for e in by_kind.get("end", []) if e.get("status") == "ok"), {})
+    return {**declared, "stopped": end.get("stopped"), "unfinished_step": end.get("unfinished_step"),
+            "engines": len(by_kind.get("init", [])) + sum(1 for e in by_kind.get("inrun", [])
+                                                          if e.get("name") == "reinit")}

@@ -331,7 +331,9 @@ class Summary:
             "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == "ok" else None,
             "scenario": m.get("scenario", {}).get("name"), "zero": self.zero(),
             "zero3_gathered": self.zero3_gathered(),
-            "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
+            "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps")
+            or (m.get("scenario", {}).get("script") or {}).get("stop_after") or len(self.steps),
+            "script": modelinfo.script(self.by_kind, m),
             "params": self.params, "model": modelinfo.describe(self.by_kind, m),
             "versions": m.get("versions"), "allocator": m.get("allocator"),
             "malloc_env": m.get("malloc_env"),

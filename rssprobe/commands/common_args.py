@@ -126,3 +126,29 @@ def configuration_options(f: F) -> F:
     ]):
         f = option(f)
     return python_options(scenario_sets(f))
+
+
+def script_options(f: F) -> F:
+    """--script PATH, and the script's arguments after `--` (the command's positional arguments)."""
+    f = click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCENARIO] [-- SCRIPT_ARGS...]")(f)
+    return click.option("--script", type=click.Path(path_type=Path, dir_okay=True, exists=False), metavar="PATH",
+                        help="Run a DeepSpeed training script instead of a scenario (its arguments after --).")(f)
+
+
+def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default"
+                       ) -> tuple[str | None, list[str]]:
+    """(scenario reference, extra --set values) from [SCENARIO] or --script PATH [-- ARGS]: a script is a
+    scenario reference ending in .py whose arguments travel as script.args (rssprobe.scriptrun)."""
+    from ..scriptrun import args_set
+
+    if script is None and args and args[0].endswith(".py"):  # rssprobe run train.py -- ARGS: the same
+        script, args = Path(args[0]), args[1:]
+    if script is not None:
+        ref = str(script)
+        if not ref.endswith(".py"):
+            raise UserError(f"--script {script}: a training script is a .py file")
+        return ref, [args_set(list(args))] if args else []
+    if len(args) > 1:
+        raise UserError(f"unexpected arguments {' '.join(args[1:])!r}: a script's arguments follow "
+                        "--script PATH --")
+    return (args[0] if args else default), []

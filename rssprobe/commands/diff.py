@@ -20,14 +20,17 @@ from .common_args import alpha_option, format_option, threshold_option
 @format_option()
 @click.option("--all-sites", is_flag=True, help="Every site figure, also those below the threshold.")
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")
+@click.option("--allow-different-scripts", is_flag=True,
+              help="Compare script runs of two different scripts (another path, or the file changed).")
 @click.option("--metric", "metrics", multiple=True, metavar="PATTERN",
               help=f"Figures that decide the verdict (glob; default {', '.join(GATED)}).")
 def command(a_ref: str, b_ref: str, threshold: float, alpha: float, fmt: str, all_sites: bool, force: bool,
-            metrics: tuple[str, ...]) -> None:
+            allow_different_scripts: bool, metrics: tuple[str, ...]) -> None:
     """Compare B against A (runs or groups: paths, ids, 'latest'; or two scale directories).
 
     Exit 0 once shown; 125 (undecided) when a side cannot be compared: a failed or incomplete run, a patch
     that never took effect, no gated figure in both. A verdict on the figures is the gate's to exit on."""
-    result = compare_refs(a_ref, b_ref, threshold, alpha, force, tuple(metrics) or GATED, fmt, all_sites)
+    result = compare_refs(a_ref, b_ref, threshold, alpha, force, tuple(metrics) or GATED, fmt, all_sites,
+                          allow_different_scripts)
     if result["problems"]:
         sys.exit(verdicts.exit_code("undecided"))

@@ -97,13 +97,14 @@ def show_scale_comparison(result: dict, fmt: str, all_sites: bool = False) -> tu
 
 
 def compare_refs(a_ref: str, b_ref: str, threshold: float, alpha: float, force: bool, gated: tuple[str, ...],
-                 fmt: str, all_sites: bool = False) -> dict:
+                 fmt: str, all_sites: bool = False, allow_different_scripts: bool = False) -> dict:
     """`diff` (and `gate` on stored sides): two runs or groups, or two size sweeps (slope and fixed part
     judged apart); shows the comparison and returns it as JSON shows it."""
     if scale.ScaleDir.is_scale(a_ref) or scale.ScaleDir.is_scale(b_ref):
         result = scale.compare(a_ref, b_ref, gated, threshold, force=force).as_dict()
         show_scale_comparison(result, fmt, all_sites)
     else:
-        result = compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, gated).as_dict()
+        result = compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, gated,
+                         allow_different_scripts).as_dict()
         show_comparison(result, fmt, all_sites)
     return result
