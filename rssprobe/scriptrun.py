@@ -85,12 +85,11 @@ def recorded(resolved: dict[str, Any]) -> dict[str, Any]:
 def amend_manifest(manifest: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The fields of the manifest's scenario that the script's engine decided (None when it never started)."""
     engine = next((e for e in events if e["event"] == "script_engine"), None)
-    if engine is None:
-        return None
+    if engine is None or not isinstance(engine.get("zero"), dict) or not isinstance(manifest.get("scenario"), dict):
+        return None  # never initialized (or a damaged event, from a launch rssprobe did not control)
     scen = dict(manifest["scenario"])
     scen["zero"] = dict(engine["zero"])
-    scen.update(precision=engine["precision"], micro_batch=engine["micro_batch"],
-                grad_accum_steps=engine["grad_accum_steps"])
+    scen.update({k: engine.get(k) for k in ("precision", "micro_batch", "grad_accum_steps")})
     return {"scenario": scen, "deepspeed_config": engine.get("deepspeed_config")}
 
 

@@ -161,3 +161,20 @@ def test_linear_keys_refused_for_a_linear_model(tmp_path: Path) -> None:
     path.write_text('name = "t"\n[model]\nlayers = 2\nwidth = 64\nseq_len = 8\n')
     with pytest.raises(UserError, match=r"model: seq_len applies to kind = \"transformers\""):
         scenario.load(str(path))
+
+
+def test_a_damaged_model_event_is_shown_without_its_model_line(llama: tuple[Path, dict[str, Any], str],
+                                                               tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "damaged"
+    shutil.copytree(llama[0], run)
+    lines = []
+    for line in (run / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["event"] == "model":
+            event.update(param_tensors="many", tied="wte", layers=[1], architecture=7)
+        lines.append(json.dumps(event))
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    proc = rssprobe("show", str(run))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "parameter tensors" not in proc.stdout

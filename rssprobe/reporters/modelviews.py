@@ -29,7 +29,7 @@ def _model_lines(s: dict[str, Any]) -> list[str]:
         what += f" ({m['model_type']}, transformers {(m.get('imports') or {}).get('transformers', '?')}, " \
                 f"seq_len {m['seq_len']})"
     layers = f", {m['layers']} layers" if m.get("layers") is not None else ""
-    if m.get("params_target") is not None:
+    if m.get("params_target") is not None and m.get("layers") is not None:
         layers += f" (model.params {m['params_target']:.3g} resolved to {m['layers']})"
     tied = "; ".join(" = ".join(group) for group in m["tied"])
     per = (f"per unique parameter: tied weights counted once ({tied}; {m['tied_params']:,} params)" if tied
