@@ -32,7 +32,7 @@ demo: install
 	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched --format markdown > $(DEMO)/diff.md
 	$(BIN)/rssprobe report $(DEMO)/baseline $(DEMO)/patched --out $(DEMO)/report
 	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched
-	# beside the Linear stack, a real architecture (~40 s): a Llama with GQA from a transformers config
+	# beside the Linear stack, a real architecture (~50 s): a Llama with GQA from a transformers config
 	$(BIN)/rssprobe run llama-small --trim-at-end --out $(DEMO)/llama-small
 
 test: install

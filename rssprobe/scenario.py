@@ -230,6 +230,10 @@ class Scenario(_Strict):
             raise ValueError("model.kind = \"script\" and [script] go together (rssprobe run --script PATH)")
         if self.steps is None and self.script is None:
             raise ValueError("steps: required (only a script run may leave the step count to the script)")
+        if self.script is not None and self.steps is not None:  # a script's loop decides; steps = N stops it
+            if "steps" in self.model_fields_set and self.script.stop_after is None:
+                self.script.stop_after = self.steps
+            self.steps = None
         for name in EVENTS:
             event = getattr(self, name)
             if event is not None and event.every > (self.steps or 0):
@@ -336,6 +340,11 @@ def validate(raw: dict[str, Any], label: str) -> Scenario:
         from . import hfconfig
 
         hfconfig.resolve(scen.model, label)
+    if scen.script is not None and scen.script.sha256 is None:  # a [script] table written by hand
+        from . import scriptrun
+
+        resolved, sha256, _text = scriptrun.check_file(Path(scen.script.path))
+        scen.script.path, scen.script.sha256 = str(resolved), sha256
     return scen
 
 

@@ -7,6 +7,7 @@ pages), and its sites must read what the scenario's read. tests/data/scripts/mis
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,18 @@ def test_a_script_that_cannot_run_is_refused_before_any_worker(tmp_path: Path, m
     path = make(tmp_path)
     with pytest.raises(UserError, match=reason):
         scenario.load(str(path))
+
+
+def test_a_script_declared_in_a_scenario_file_is_checked_too(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "s"\n[model]\nkind = "script"\n[script]\npath = "{tmp_path}"\n')
+    with pytest.raises(UserError, match="is a directory"):
+        scenario.load(str(path))
+    path.write_text(f'name = "s"\n[model]\nkind = "script"\n[script]\npath = "{LINEAR}"\n')
+    scen = scenario.load(str(path))
+    assert scen.script is not None and scen.script.sha256 == hashlib.sha256(LINEAR.read_bytes()).hexdigest()
+    assert scen.steps is None and scen.script.stop_after is None  # the script's own loop decides
+    assert scenario.load(str(path), ["steps=3"]).script.stop_after == 3  # type: ignore[union-attr]
 
 
 def test_refusals_exit_2_in_one_line_with_no_run_directory(tmp_path: Path) -> None:
