@@ -32,6 +32,8 @@ demo: install
 	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched --format markdown > $(DEMO)/diff.md
 	$(BIN)/rssprobe report $(DEMO)/baseline $(DEMO)/patched --out $(DEMO)/report
 	$(BIN)/rssprobe diff $(DEMO)/baseline $(DEMO)/patched
+	# beside the Linear stack, a real architecture (~50 s): a Llama with GQA from a transformers config
+	$(BIN)/rssprobe run llama-small --trim-at-end --out $(DEMO)/llama-small
 
 test: install
 	$(BIN)/ruff check rssprobe tests tools
@@ -56,8 +58,9 @@ verdict: install
 	$(BIN)/python -m rssprobe.reporters.verdict $(PLAN) --runs $(PLANRUNS) --out reports/issue7693-verdict.md
 
 # tools/ is the developers' (not installed with rssprobe): run from the checkout
+# make bench SCRIPT=examples/train_linear.py: the same A/B on a script run (its loop runs as long as asked)
 bench: install
-	$(BIN)/python -m tools.bench
+	$(BIN)/python -m tools.bench $(if $(SCRIPT),--scenario $(SCRIPT) -- --steps 100000)
 
 # N interleaved A/A gates and N gates with a retained 1 B/param on tiny: false regressions and detections
 N ?= 10

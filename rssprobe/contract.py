@@ -375,13 +375,42 @@ class Compiling(Event):
     op: NotRequired[str]
 
 
+class ModelImports(Event):
+    """A transformers model's imports (transformers and its modeling module), made before the baseline."""
+
+    transformers: str  # its version
+    architecture: str  # the model class, e.g. LlamaForCausalLM
+    time_s: float
+    rss: float  # bytes of RSS the imports added
+    modules: int  # modules they added to sys.modules
+
+
 class Model(Event):
+    """The model trained; every count is of unique parameters (a tied weight once)."""
+
     params: int
     param_groups: NotRequired[int]
     estimator_ranks_per_node: NotRequired[int]
     estimator_nodes: NotRequired[int]
     estimator_cpu_bytes: NotRequired[float | None]
     zero_stage: NotRequired[int]
+    model_kind: NotRequired[str]  # linear | transformers | script
+    architecture: NotRequired[str]  # the model's class name
+    layers: NotRequired[int | None]  # the layer count it was built with (None: a script's model says none)
+    param_tensors: NotRequired[int]  # unique parameter tensors (a per-tensor site runs this often a step)
+    tied: NotRequired[list[list[str]]]  # the names that share one weight, per shared weight
+    tied_params: NotRequired[int]  # parameters in tied weights (counted once in params)
+
+
+class ScriptEngine(Event):
+    """What a script run's engine was given by the script's own DeepSpeed config (written into the manifest's
+    scenario when the run concludes)."""
+
+    zero: dict[str, Any]  # stage, offload_optimizer, offload_param
+    precision: str  # bf16 | fp16 | fp32
+    micro_batch: int
+    grad_accum_steps: int
+    deepspeed_config: dict[str, Any] | None  # None: the script's config is not JSON
 
 
 class SitesInstalled(Event):
@@ -423,6 +452,7 @@ class Step(Interval):
     loss: NotRequired[float | None]
     probes_on: NotRequired[bool]
     gathered: NotRequired[dict[str, Any]]
+    micro_steps: NotRequired[int]  # forward/backward/step calls in this optimizer step (gradient accumulation)
 
 
 class InRun(Interval):
@@ -459,6 +489,8 @@ class TrimAtEnd(Event):
 class End(Event):
     status: str  # ok | interrupted | terminated
     effects: NotRequired[dict[str, Any]]
+    stopped: NotRequired[str]  # a script run stopped after its --steps N ("stopped after N steps as asked")
+    unfinished_step: NotRequired[str]  # a script's last forward/backward with no optimizer step after it
 
 
 class Error(Event):
@@ -471,7 +503,8 @@ class UsageError(Event):
 
 
 EVENT_KINDS: dict[str, type] = {
-    "phase": Phase, "hello": Hello, "overlay": Overlay, "compiling": Compiling, "model": Model,
+    "phase": Phase, "hello": Hello, "overlay": Overlay, "compiling": Compiling, "model_imports": ModelImports,
+    "model": Model, "script_engine": ScriptEngine,
     "sites": SitesInstalled, "partition": Partition, "init": Init, "step": Step, "inrun": InRun, "census": Census,
     "trim_at_end": TrimAtEnd, "end": End, "error": Error, "usage_error": UsageError,
 }
@@ -541,8 +574,10 @@ class Manifest:
     status: str  # prepared | running | ok | failed | timeout | interrupted
     started: str
     scenario_ref: str
-    scenario: dict[str, Any]  # resolved: model.layers set from a size given as params
-    deepspeed_config: dict[str, Any]
+    # resolved: model.layers (model.hf's layer count) set from a size given as params; a script run's holds
+    # [script] and what rssprobe decides, and once it concluded what its engine decided (zero, precision, ...)
+    scenario: dict[str, Any]
+    deepspeed_config: dict[str, Any] | None  # a script run's: None until its engine gives it (None if not JSON)
     command: list[str]
     python: str
     host: dict[str, Any]
@@ -608,8 +643,8 @@ _TYPE_NAMES = {str: "a string", dict: "an object", int: "an integer", list: "a l
 class WorkerSpec:
     """worker.json: the exact instructions the worker gets (the scenario resolved, sites, patches)."""
 
-    scenario: dict[str, Any]
-    deepspeed_config: dict[str, Any]
+    scenario: dict[str, Any]  # a script run's has [script] (path, sha256, args, stop_after)
+    deepspeed_config: dict[str, Any] | None  # None: a script run (the script's own config)
     patches: list[str]  # component specs, each a name of INTERVENTIONS with its options
     sites: list[tuple[str, bool]]  # (dotted path, required)
     sites_first_step_only: list[str]

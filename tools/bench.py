@@ -30,6 +30,7 @@ from rich.progress import Progress
 from rssprobe.analysis import stats
 from rssprobe.analysis.summary import Summary
 from rssprobe.config import scenario
+from rssprobe.config.script import args_set
 from rssprobe.contract import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
 from rssprobe.run import environment, launch
@@ -122,7 +123,9 @@ def _finite(ctx: click.Context, param: click.Parameter, values: tuple[float, ...
 
 
 @click.command()
-@click.option("--scenario", "scenario_ref", default="default")
+@click.option("--scenario", "scenario_ref", default="default", help="A scenario, or a training script (.py) whose "
+              "arguments follow -- (its loop must run at least --steps optimizer steps).")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--repeat", default=1, show_default=True, help="Runs (each alternates probes on and off).")
 @click.option("--steps", default=2001, show_default=True,
               help="Steps per run: (steps - 1) // 2 pairs after step 2. The default is what the +-0.5% interval "
@@ -131,13 +134,17 @@ def _finite(ctx: click.Context, param: click.Parameter, values: tuple[float, ...
               type=click.FloatRange(min=1e5), callback=_finite,
               help="Model sizes of the census cost runs (repeatable).")
 @click.option("--census-only", is_flag=True, help="Only the census cost runs (no probes on/off runs).")
-def main(scenario_ref: str, repeat: int, steps: int, census_params: tuple[float, ...], census_only: bool) -> None:
+def main(scenario_ref: str, script_args: tuple[str, ...], repeat: int, steps: int, census_params: tuple[float, ...],
+         census_only: bool) -> None:
+    # a script's model is its own (model.params cannot size it): its census cost runs are default's
+    census_ref = "default" if scenario_ref.endswith(".py") else scenario_ref
     if census_only:
         with tempfile.TemporaryDirectory(prefix="rssprobe-bench-") as tmp, Progress() as progress:
-            census = census_table(scenario_ref, census_params, Path(tmp), progress)
+            census = census_table(census_ref, census_params, Path(tmp), progress)
         terminal.render([], [census], Console())
         return
-    scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE])
+    scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE, *([args_set(list(script_args))]
+                                                                       if script_args else [])])
     on: list[float] = []
     off: list[float] = []
     probe_share: list[float] = []  # the sites' own measured time / step time, in the on steps
@@ -155,10 +162,11 @@ def main(scenario_ref: str, repeat: int, steps: int, census_params: tuple[float,
             memmap_s += [m["time_s"] for m in partitions]
             mappings += [m["mappings"] for m in partitions]
             progress.advance(task)
-        census = census_table(scenario_ref, census_params, Path(tmp), progress) if census_params else None
+        census = census_table(census_ref, census_params, Path(tmp), progress) if census_params else None
     ratio = stats.paired_ratio(off, on)
-    table = views.Table(f"Probe overhead on scenario {scen.name} ({scen.model.n_params:,} params, {repeat} runs of "
-                        f"{steps} steps, probes on and off on alternate steps)",
+    params = s.params or 0
+    table = views.Table(f"Probe overhead on {'script' if scen.script else 'scenario'} {scen.name} ({params:,} params, "
+                        f"{repeat} runs of {steps} steps, probes on and off on alternate steps)",
                         ["measure", "probes on", "probes off", "on / off"])
     table.rows.append([f"steady step time (s; median of {ratio.pairs} pairs)", f"{statistics.median(on):.4f}",
                        f"{statistics.median(off):.4f}",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import verdicts
+from ..config import script
 from ..errors import UserError
 from ..store.rundir import RunDir, resolve_runs
 from . import metrics, stats
@@ -122,9 +123,14 @@ class Result:
 
 
 def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float = stats.ALPHA,
-            force: bool = False, gated: tuple[str, ...] = GATED) -> Result:
+            force: bool = False, gated: tuple[str, ...] = GATED,
+            allow_different_scripts: bool = False) -> Result:
+    why = script.different(_scenario(a), _scenario(b))
+    if why and not allow_different_scripts:
+        raise UserError(f"{a.name} and {b.name} ran different scripts: {why}; comparing them needs "
+                        "--allow-different-scripts")
     sa, sb = _scenario(a).get("name"), _scenario(b).get("name")
-    if sa != sb and not force:
+    if sa != sb and not force and not (why and allow_different_scripts):
         raise UserError(f"{a.name} is scenario {sa!r} but {b.name} is {sb!r}; comparing different scenarios "
                         "needs --force")
     problems = []

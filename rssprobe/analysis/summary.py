@@ -16,7 +16,7 @@ from .. import contract
 from ..contract import NATIVE, glibc_in_use, partitioned_roles
 from ..store.judgement import INCOMPLETE
 from ..store.rundir import RunDir, read_native
-from . import inrun, metrics, stats
+from . import inrun, metrics, modelinfo, stats
 from .hostsplit import split as host_device_split
 from .metrics import short_name
 
@@ -346,8 +346,11 @@ class Summary:
             "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == "ok" else None,
             "scenario": m.get("scenario", {}).get("name"), "zero": self.zero(),
             "zero3_gathered": self.zero3_gathered(),
-            "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps"),
-            "params": self.params, "versions": m.get("versions"), "allocator": m.get("allocator"),
+            "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps")
+            or (m.get("scenario", {}).get("script") or {}).get("stop_after") or len(self.steps),
+            "script": modelinfo.script(self.by_kind, m),
+            "params": self.params, "model": modelinfo.describe(self.by_kind, m),
+            "versions": m.get("versions"), "allocator": m.get("allocator"),
             "malloc_env": m.get("malloc_env"),
             "glibc_malloc": (self.phase_events.get("process_start") or {}).get("glibc"),
             "accelerator": m.get("accelerator"), "cuda": self._cuda_note(),

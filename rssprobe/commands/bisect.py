@@ -22,7 +22,7 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 
 
 @click.command("bisect")
-@click.argument("scenario_ref", metavar="[SCENARIO]", default="default")
+@common_args.script_options
 @click.option("--deepspeed", "ds_list", metavar="V,V,...", help="Ordered DeepSpeed versions to search.")
 @click.option("--torch", "torch_list", metavar="V[,V...]", help="Ordered torch versions, or the one torch to use.")
 @click.option("--components", metavar="SET|A,B,...", help="Delta-debug the components of a patch set.")
@@ -48,19 +48,22 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @python_options
 @pip_flags
 @format_option()
-def command(scenario_ref: str, ds_list: str | None, torch_list: str | None, components: str | None,
+def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, torch_list: str | None,
+            components: str | None,
             deepspeed_src: Path | None, good: str | None, bad: str | None, limits: Path | None, limit: float | None,
             metric: str, direction: str, repeat: int, retries: int, threshold: float, alpha: float,
             steps: int | None, overrides: tuple[str, ...], out: Path | None, fresh: bool, keep_envs: bool,
             malloc_env: tuple[str, ...], env_ref: str | None, python: str | None, find_links: tuple[str, ...],
             index_url: str | None, fmt: str) -> None:
-    """Find what moved METRIC: a version, a patch component, or a commit."""
+    """Find what moved METRIC: a version, a patch component, or a commit (SCENARIO may be --script PATH -- ARGS)."""
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script)
+    assert scenario_ref is not None
     outcome = bisect(BisectRequest(
         scenario_ref=scenario_ref, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
         components=components, deepspeed_src=deepspeed_src, good=good, bad=bad, limits=limits, limit=limit,
         metric=metric, direction=direction, repeat=repeat, retries=retries, threshold=threshold, alpha=alpha,
-        sets=common_args.sets_of(overrides, steps), out=out, fresh=fresh, keep_envs=keep_envs, env_ref=env_ref,
-        python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
+        sets=common_args.sets_of((*script_sets, *overrides), steps), out=out, fresh=fresh, keep_envs=keep_envs,
+        env_ref=env_ref, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
         pip=envs.pip_options(find_links, index_url)))
     show.bisect(outcome.data, fmt)
     sys.exit(outcome.exit_code)

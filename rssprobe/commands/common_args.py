@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..analysis import stats
+from ..config.script import args_set
 from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
@@ -137,3 +138,33 @@ def configuration_options(f: F) -> F:
     ]):
         f = option(f)
     return python_options(scenario_sets(f))
+
+
+def script_options(f: F) -> F:
+    """--script PATH, and the script's arguments after `--` (the command's positional arguments)."""
+    f = click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCENARIO] [-- SCRIPT_ARGS...]")(f)
+    return click.option("--script", type=click.Path(path_type=Path, dir_okay=True, exists=False), metavar="PATH",
+                        help="Run a DeepSpeed training script instead of a scenario (its arguments after --).")(f)
+
+
+def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default"
+                       ) -> tuple[str | None, list[str]]:
+    """(scenario reference, extra --set values) from [SCENARIO] or --script PATH [-- ARGS]: a script is a
+    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py)."""
+    if script is None and args and args[0].endswith(".py"):  # rssprobe run train.py -- ARGS: the same
+        script, args = Path(args[0]), args[1:]
+    if script is not None:
+        ref = str(script)
+        if not ref.endswith(".py"):
+            raise UserError(f"--script {script}: a training script is a .py file")
+        return ref, [args_set(list(args))] if args else []
+    if len(args) > 1:
+        raise UserError(f"unexpected arguments {' '.join(args[1:])!r}: a script's arguments follow "
+                        "--script PATH --")
+    return (args[0] if args else default), []
+
+
+def allow_different_scripts_option(f: F) -> F:
+    """--allow-different-scripts (diff, gate): compare script runs of another path or a changed file."""
+    return click.option("--allow-different-scripts", is_flag=True,
+                        help="Compare script runs of two different scripts (another path, or the file changed).")(f)

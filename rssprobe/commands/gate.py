@@ -22,7 +22,7 @@ from .common_args import format_option, malloc_env_option
 
 
 @click.command("gate")
-@click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
+@common_args.script_options
 @click.option("--scenario", "scenario_opt", metavar="SCENARIO", help="Same as the SCENARIO argument.")
 @click.option("--reference", help="Reference run or group (path, id, 'latest').")
 @click.option("--candidate", help="Candidate run or group.")
@@ -42,18 +42,21 @@ from .common_args import format_option, malloc_env_option
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path), help="Write JUnit XML here.")
 @format_option(["terminal", "markdown", "json"])
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")
-def command(scenario_ref: str | None, scenario_opt: str | None, reference: str | None, candidate: str | None,
-            do_run: bool, limits: Path | None, repeat: int, patched: bool, patches: tuple[str, ...],
-            patch_files: tuple[Path, ...], overrides: tuple[str, ...],
+@common_args.allow_different_scripts_option
+def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None, reference: str | None,
+            candidate: str | None, do_run: bool, limits: Path | None, repeat: int, patched: bool,
+            patches: tuple[str, ...], patch_files: tuple[Path, ...], overrides: tuple[str, ...],
             malloc_env: tuple[str, ...], metrics: tuple[str, ...], threshold: float, alpha: float,
-            junit_file: Path | None, fmt: str, force: bool) -> None:
-    """Decide pass / regression / undecided; exit 0 / 1 / 125."""
+            junit_file: Path | None, fmt: str, force: bool, allow_different_scripts: bool) -> None:
+    """Decide pass / regression / undecided; exit 0 / 1 / 125 (SCENARIO may be --script PATH -- ARGS)."""
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
         raise UserError(f"gate: two scenarios given ({scenario_ref}, {scenario_opt})")
     result = gate.gate(gate.GateRequest(
         scenario_ref=scenario_ref or scenario_opt, reference=reference, candidate=candidate, run=do_run,
         limits=limits, repeat=repeat, patched=patched, patches=list(patches), patch_files=list(patch_files),
-        sets=list(overrides), malloc_env=common_args.malloc_env(malloc_env), metrics=metrics, threshold=threshold,
-        alpha=alpha, junit_file=junit_file, force=force))
+        sets=[*script_sets, *overrides], malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
+        threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
+        allow_different_scripts=allow_different_scripts))
     published.show(result.kind, result.data, result.cases, fmt, junit_file)
     sys.exit(result.exit_code)

@@ -18,7 +18,7 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 
 
 @click.command("matrix")
-@click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
+@common_args.script_options
 @click.option("--plan", "plan_file", type=click.Path(path_type=Path),
               help="A run plan (TOML): a base and axes varied one at a time from it (instead of SCENARIO).")
 @click.option("--optional", "with_optional", multiple=True, is_flag=False, flag_value="all", metavar="[AXIS=VALUE]",
@@ -42,7 +42,7 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @malloc_env_option(common_args.STEADY_HELP)
 @pip_flags
 @format_option()
-def command(scenario_ref: str | None, plan_file: Path | None, with_optional: tuple[str, ...],
+def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, with_optional: tuple[str, ...],
             torch_versions: tuple[str, ...], ds_versions: tuple[str, ...],
             patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int, steps: int | None,
             overrides: tuple[str, ...], out: Path | None, dry_run: bool, retry_failed: bool, fresh: bool,
@@ -51,6 +51,7 @@ def command(scenario_ref: str | None, plan_file: Path | None, with_optional: tup
     """Run SCENARIO over the cartesian product of versions, patches and allocators; one table at the end.
 
     With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/config/plan.py)."""
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if plan_file is not None:
         if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python:
             raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
@@ -62,10 +63,10 @@ def command(scenario_ref: str | None, plan_file: Path | None, with_optional: tup
         raise click.UsageError("give SCENARIO or --plan FILE")
     else:
         outcome = matrix.run(matrix.MatrixRequest(
-            scenario_ref=scenario_ref, sets=common_args.sets_of(overrides, steps), torch=list(torch_versions),
-            deepspeed=list(ds_versions), patches=list(patches), allocators=list(allocators), repeat=repeat, out=out,
-            dry_run=dry_run, retry_failed=retry_failed, fresh=fresh, python=python,
-            malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
+            scenario_ref=scenario_ref, sets=common_args.sets_of((*script_sets, *overrides), steps),
+            torch=list(torch_versions), deepspeed=list(ds_versions), patches=list(patches),
+            allocators=list(allocators), repeat=repeat, out=out, dry_run=dry_run, retry_failed=retry_failed,
+            fresh=fresh, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
             pip=envs.pip_options(find_links, index_url), shard=shard))
     show.view(outcome.kind, outcome.data, fmt)
     sys.exit(outcome.exit_code)

@@ -7,16 +7,19 @@ from pathlib import Path
 import click
 
 from ..run import multinode
+from . import common_args
 
 
 @click.command("prepare")
-@click.argument("scenario_ref", metavar="[SCENARIO]", default="default")
+@common_args.script_options
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="A directory shared by all nodes.")
 @click.option("--world-size", type=int, required=True, help="Total ranks over all nodes.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
 @click.option("--patched", is_flag=True)
 @click.option("--patch", "patches", multiple=True, metavar="NAME")
-def command(scenario_ref: str, out: Path, world_size: int, overrides: tuple[str, ...], patched: bool,
-            patches: tuple[str, ...]) -> None:
+def command(args: tuple[str, ...], script: Path | None, out: Path, world_size: int, overrides: tuple[str, ...],
+            patched: bool, patches: tuple[str, ...]) -> None:
     """Prepare SCENARIO for an external multi-node launch into a shared directory."""
-    click.echo(multinode.prepare(scenario_ref, out, world_size, list(overrides), patched, list(patches)))
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script)
+    assert scenario_ref is not None
+    click.echo(multinode.prepare(scenario_ref, out, world_size, [*script_sets, *overrides], patched, list(patches)))

@@ -14,18 +14,22 @@ from . import common_args
 
 
 @click.command("run")
-@click.argument("scenario_ref", metavar="[SCENARIO]", default="default")
+@common_args.script_options
 @common_args.configuration_options
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default reports/runs/<time>-...).")
 @click.option("--trim-at-end", is_flag=True, help="malloc_trim(0) after the final census; record what it frees.")
 @click.option("--memray", "use_memray", is_flag=True,
               help="Also capture native stacks with memray, per phase (costs time and RSS of its own).")
-def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], world_size: int | None,
-            out: Path | None, baseline: bool, patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...],
-            allocator: str, malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None, use_memray: bool,
-            repeat: int, env_ref: str | None, python: str | None) -> None:
-    """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
-    sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
+def command(args: tuple[str, ...], script: Path | None, steps: int | None, overrides: tuple[str, ...],
+            world_size: int | None, out: Path | None, baseline: bool, patched: bool, patches: tuple[str, ...],
+            patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], trim_at_end: bool,
+            label: str | None, use_memray: bool, repeat: int, env_ref: str | None, python: str | None) -> None:
+    """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker, or a DeepSpeed
+    training script: --script train.py -- ARGS (its optimizer steps are the run's steps)."""
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script)
+    assert scenario_ref is not None
+    sets = common_args.sets_of([*script_sets, *overrides], steps,
+                               *([f"world_size={world_size}"] if world_size is not None else []),
                                *([TRIM_AT_END] if trim_at_end else []))
     started = run.start(run.Start(
         scenario_ref=scenario_ref, sets=sets, out=out, baseline=baseline, patched=patched, patches=list(patches),

@@ -13,21 +13,43 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ..contract import INRUN_EVENTS
 from ..errors import UserError, from_validation
 from ..store.reader import read_text
+from . import hfconfig
+from .script import check_file, check_overrides, raw_scenario
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Model(_Strict):
-    """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width."""
+LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
 
-    params: float | None = Field(None, gt=0, description="target parameter count (sets layers)")
+
+class Model(_Strict):
+    """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width (kind linear);
+    a Hugging Face causal LM built from a config (kind transformers, config/hfconfig.py); or a script's own."""
+
+    kind: Literal["linear", "transformers", "script"] = Field(
+        "linear", description="linear: Linear layers; transformers: AutoModelForCausalLM.from_config([model.hf]); "
+                              "script: the model a --script builds (nothing else here)")
+    hf: dict[str, Any] | None = Field(None, description="kind transformers: transformers.AutoConfig.for_model "
+                                                        "keyword arguments (model_type, hidden_size, ...)")
+    seq_len: int | None = Field(None, gt=0, description="kind transformers: tokens per sample (random ids)")
+    params: float | None = Field(None, gt=0, description="target parameter count (sets layers; transformers: "
+                                                         "num_hidden_layers, the other dimensions kept)")
     layers: int | None = Field(None, gt=0)
     width: int = Field(1024, gt=0)
     param_groups: int = Field(1, gt=0, description="optimizer param groups (layers split round-robin)")
@@ -36,22 +58,46 @@ class Model(_Strict):
     activation_checkpointing: Literal["non_reentrant", "reentrant", False] = Field(
         False, description="torch.utils.checkpoint around each layer (its activation recomputed in backward)")
 
+    # kind transformers: what config/hfconfig.py resolved from the config (layers, params, tensors)
+    _resolved: dict[str, int] | None = PrivateAttr(None)
+
     @model_validator(mode="after")
     def _one_size(self) -> Model:
+        if self.kind != "linear":
+            return self._not_linear()
+        for key in ("hf", "seq_len"):
+            if getattr(self, key) is not None:
+                raise ValueError(f"{key} applies to kind = \"transformers\" (this model is kind = \"linear\")")
         if (self.params is None) == (self.layers is None):
             raise ValueError("give exactly one of model.params or model.layers")
         if self.param_groups > self.n_layers:
             raise ValueError(f"param_groups ({self.param_groups}) exceeds the number of layers ({self.n_layers})")
         return self
 
+    def _not_linear(self) -> Model:
+        given = [k for k in LINEAR_ONLY if k in self.model_fields_set]
+        if given:
+            raise ValueError(f"{given[0]} applies to kind = \"linear\" (this model is kind = \"{self.kind}\")")
+        if self.kind == "script":
+            extra = [k for k in ("hf", "seq_len", "params") if k in self.model_fields_set]
+            if extra:
+                raise ValueError(f"{extra[0]}: a script builds its own model; rssprobe sets nothing of it")
+        elif not self.hf:
+            raise ValueError("kind = \"transformers\" needs [model.hf] (model_type and the config's keyword arguments)")
+        return self
+
     @property
     def n_layers(self) -> int:
+        if self.kind != "linear":
+            return (self._resolved or {}).get("layers", 0)
         if self.layers is not None:
             return self.layers
         return max(1, round(float(self.params or 0) / (self.width * self.width + self.width)))
 
     @property
     def n_params(self) -> int:
+        if self.kind != "linear":
+            return (self._resolved or {}).get("params", 0)
         return self.n_layers * (self.width * self.width + self.width)
 
 
@@ -152,11 +198,20 @@ class Reinit(_Strict):
 EVENTS = INRUN_EVENTS  # the in-run events, in the order they run after a step
 
 
+class Script(_Strict):
+    """A user's DeepSpeed training script (rssprobe run --script PATH -- ARGS): config/script.py."""
+
+    path: str
+    sha256: str | None = None
+    args: list[str] = Field(default_factory=list, description="its command line (sys.argv[1:])")
+    stop_after: int | None = Field(None, gt=0, description="stop the script after N optimizer steps (--steps N)")
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
     precision: Literal["bf16", "fp32", "fp16"] = "bf16"
-    steps: int = Field(10, gt=0)
+    steps: int | None = Field(10, gt=0, description="optimizer steps (a script run: stop after N; unset: its own)")
     micro_batch: int = Field(4, gt=0)
     grad_accum_steps: int = Field(1, gt=0)
     seed: int = 0
@@ -170,12 +225,21 @@ class Scenario(_Strict):
     checkpoint: Checkpoint | None = None
     eval: Eval | None = None
     reinit: Reinit | None = None
+    script: Script | None = None
 
     @model_validator(mode="after")
     def _events_fit(self) -> Scenario:
+        if (self.script is None) != (self.model.kind != "script"):
+            raise ValueError("model.kind = \"script\" and [script] go together (rssprobe run --script PATH)")
+        if self.steps is None and self.script is None:
+            raise ValueError("steps: required (only a script run may leave the step count to the script)")
+        if self.script is not None and self.steps is not None:  # a script's loop decides; steps = N stops it
+            if "steps" in self.model_fields_set and self.script.stop_after is None:
+                self.script.stop_after = self.steps
+            self.steps = None
         for name in EVENTS:
             event = getattr(self, name)
-            if event is not None and event.every > self.steps:
+            if event is not None and event.every > (self.steps or 0):
                 raise ValueError(f"{name}.every ({event.every}) exceeds steps ({self.steps}): it would never run")
         if self.checkpoint is not None and self.checkpoint.consolidate_16bit and self.zero.stage < 3:
             raise ValueError("checkpoint.consolidate_16bit is for ZeRO stage 3 "
@@ -219,6 +283,8 @@ def packaged_names() -> list[str]:
 def _read(ref: str) -> tuple[str, dict[str, Any]]:
     """(label for messages, raw dict) for a path or a packaged scenario name."""
     path = Path(ref)
+    if path.suffix == ".py":  # a training script: rssprobe run --script PATH
+        return raw_scenario(path)
     if path.suffix == ".toml" or path.exists():
         label, text = str(path), read_text(path)
     else:
@@ -268,11 +334,19 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> di
 
 def validate(raw: dict[str, Any], label: str) -> Scenario:
     try:
-        return Scenario.model_validate(raw)
+        scen = Scenario.model_validate(raw)
     except ValidationError as e:
         raise from_validation(label, e.errors()) from None
+    if scen.model.kind == "transformers":  # the config is built here, before any worker starts
+        hfconfig.resolve(scen.model, label)
+    if scen.script is not None and scen.script.sha256 is None:  # a [script] table written by hand
+        resolved, sha256, _text = check_file(Path(scen.script.path))
+        scen.script.path, scen.script.sha256 = str(resolved), sha256
+    return scen
 
 
 def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:
     label, raw = _read(ref)
+    if raw.get("script"):
+        overrides = check_overrides(overrides or [], label)
     return validate(apply_overrides(raw, overrides or [], label), label)

@@ -23,8 +23,14 @@ def first_step_only(scenario: Scenario) -> list[str]:
     first step only, unless the scenario asks for full probes on every step (probes.steady_sites)."""
     if scenario.probes.sites != "default" or scenario.probes.steady_sites == "full":
         return []
-    stage = scenario.zero.stage
-    return [site for g in _groups() if stage in g["stages"] and g.get("per_parameter", False) for site in g["sites"]]
+    stages = _stages(scenario)
+    return list(dict.fromkeys(site for g in _groups() if stages & set(g["stages"]) and g.get("per_parameter", False)
+                              for site in g["sites"]))
+
+
+def _stages(scenario: Scenario) -> set[int]:
+    """The ZeRO stages whose sites a run installs: a script's stage is its own config's, known only once it runs."""
+    return {1, 2, 3} if scenario.script is not None else {scenario.zero.stage}
 
 
 def event_sites() -> dict[str, list[str]]:
@@ -36,7 +42,8 @@ def event_sites() -> dict[str, list[str]]:
 def for_scenario(scenario: Scenario) -> list[tuple[str, bool]]:
     """(dotted path, required): default sites may be absent in a version; user-given ones must exist."""
     probes = scenario.probes
-    out = [(path, False) for path in (default_sites(scenario.zero.stage) if probes.sites == "default" else [])]
+    defaults = dict.fromkeys(p for stage in sorted(_stages(scenario)) for p in default_sites(stage))
+    out = [(path, False) for path in (defaults if probes.sites == "default" else [])]
     for name, paths in event_sites().items():  # an event's own sites, wherever the site list comes from
         if getattr(scenario, name, None) is not None:
             out += [(path, False) for path in paths if path not in {p for p, _ in out}]

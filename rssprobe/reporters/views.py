@@ -6,6 +6,7 @@ from typing import Any
 
 from ..analysis.metrics import short_name
 from .inrunviews import inrun_tables
+from .modelviews import model_lines, tensors_note
 from .table import NA, Table, bpp, mib
 
 __all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tables", "zero_line"]
@@ -25,6 +26,7 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         f"params {s['params'] or NA:,}  steps {s['steps_done']}/{s['steps_requested']}  "
         f"baseline RSS {mib(s.get('baseline_rss_bytes'))} MiB (pre-model; every figure is above it, per parameter)"
         if s.get("params") else f"steps {s['steps_done']}/{s['steps_requested']}",
+        *model_lines(s),
         zero_line(s),
         f"torch {v.get('torch', NA)}  deepspeed {v.get('deepspeed', NA)}  python {v.get('python', NA)}  "
         f"glibc {v.get('glibc', NA)}  accelerator {s.get('accelerator') or NA}",
@@ -142,7 +144,8 @@ def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
     if s.get("sites_steady") == "light":
         first_only = ", ".join(short_name(p) for p in s.get("sites_first_step_only") or [])
         notes.append("steady rows read RSS and the peak only, glibc n/a"
-                     + (f"; measured on the first step only, being called once per parameter tensor: {first_only} "
+                     + (f"; measured on the first step only, being called once per parameter tensor"
+                        f"{tensors_note(s)}: {first_only} "
                         "(later steps: inside reduce_ipg_grads and the step's backward)" if first_only else "")
                      + " (probes.steady_sites = \"light\", to keep the probes cheap; \"full\" reads everything)")
     t.note = "; ".join(notes)

@@ -3,7 +3,8 @@
 The worker's Python finds this very rssprobe first on its path (PACKAGE_PARENT), whatever is installed in
 it; its bin directory comes first on PATH (ninja for JIT-compiled ops lives there in a venv). A worker also
 gets its compiled-ops cache, the orchestrator's pid for its lifeline, rendezvous variables, the allocator
-(LD_PRELOAD), ccache behind op builds and the run's glibc knobs. A short probe of the worker's Python
+(LD_PRELOAD), ccache behind op builds and the run's glibc knobs; a transformers model's worker the Hugging Face
+hubs switched off (it builds from a config: nothing is ever downloaded). A short probe of the worker's Python
 (preflight's site check, doctor's self-check, make bench's import cost) gets the same path and the CPU
 accelerator unless told otherwise.
 """
@@ -18,6 +19,8 @@ from ..contract import ORCHESTRATOR_ENV
 from . import compilecache, host
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the directory that holds this rssprobe package
+# read when huggingface_hub and transformers are imported: no download, no hub request, from any rank
+HUB_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def free_port() -> int:
@@ -43,8 +46,8 @@ def probe(python: str) -> dict[str, str]:
 
 
 def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, str], torch_version: str,
-           ds_version: str) -> dict[str, str]:
-    """Everything one run's worker (or torchrun and its ranks) gets."""
+           ds_version: str, hub_offline: bool = False) -> dict[str, str]:
+    """Everything one run's worker (or torchrun and its ranks) gets; `hub_offline` for a transformers model."""
     env = base(python)
     env["TORCH_EXTENSIONS_DIR"] = str(host.ops_cache_dir(python, torch_version, ds_version))
     env[ORCHESTRATOR_ENV] = str(os.getpid())  # the worker's parent-death check (contract.die_with_parent)
@@ -58,5 +61,7 @@ def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, s
     if library:
         env["LD_PRELOAD"] = library
     env.update(compilecache.worker_env(python))
+    if hub_offline:
+        env.update(HUB_OFFLINE)
     env.update(malloc_env)
     return env

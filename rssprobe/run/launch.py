@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
-from ..config import overlay
+from ..config import hfconfig, overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
 from ..errors import UserError
 from ..store import judgement, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
-from . import environment, host, lifeline, nodewatch, opcache, preflight
+from . import environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
 
 
 @dataclass
@@ -56,7 +56,7 @@ class RunResult:
 
 def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[str, str]:
     return environment.worker(req.python, req.scenario.world_size, req.allocator, req.malloc_env, torch_version,
-                              ds_version)
+                              ds_version, hub_offline=req.scenario.model.kind == "transformers")
 
 
 def worker_command(req: RunRequest, run_dir: RunDir, port: str) -> list[str]:
@@ -135,10 +135,16 @@ def prepare(req: RunRequest) -> Prepared:
         shutil.rmtree(run_dir.path)  # nothing ran: leave no half-made run behind
         raise
     resolved = req.scenario.model_dump(mode="json")
-    resolved["model"]["layers"] = req.scenario.model.n_layers  # a size given as params, resolved once, here
+    if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
+        resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
+    elif req.scenario.model.kind == "linear":
+        resolved["model"]["layers"] = req.scenario.model.n_layers
+    else:  # a script: its own model and DeepSpeed config
+        resolved = scriptrun.recorded(resolved)
     spec = contract.WorkerSpec(
-        scenario=resolved, deepspeed_config=req.scenario.deepspeed_config(), patches=req.patches,
-        sites=sites_config.for_scenario(req.scenario), sites_first_step_only=sites_config.first_step_only(req.scenario),
+        scenario=resolved, deepspeed_config=None if req.scenario.script else req.scenario.deepspeed_config(),
+        patches=req.patches, sites=sites_config.for_scenario(req.scenario),
+        sites_first_step_only=sites_config.first_step_only(req.scenario),
         overlay=str(overlay_dir) if patch_records else None, memray=req.memray)
     write_json_atomic(run_dir.path / contract.WORKER_SPEC, spec.as_dict())
     run_dir.write_manifest(contract.Manifest(
@@ -220,7 +226,8 @@ def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
         world_size=world_size, ranks=ranks,
-        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None)
+        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None,
+        **(scriptrun.amend_manifest(run_dir.manifest(), every) or {}))
     if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
         raise UserError(error or "usage error")
     return RunResult(run_dir, status, manifest)

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import EXIT_TERMINATED, WORKER_SPEC, OptionError, parse, rank_log, worker_spec_problem
-from . import census, glibc, lifeline, memmap, procfs, training
+from . import census, glibc, lifeline, memmap, models, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused
 from .native import NativeCapture
 from .probes import PeakTracker, cuda_stats, snapshot
+from .script import ScriptFailed, ScriptRun
 from .sites import SiteError, SiteRecorder
 
 
@@ -51,7 +52,9 @@ class Worker:
         self.torch: Any = None
         self.engine: Any = None
         self.modules_seen: set[str] | None = None  # sys.modules at the previous census
+        self.launcher_args: list[str] = []  # options a launcher appended (deepspeed's --local_rank=N)
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
+        self.zero_stage = int(self.scenario["zero"].get("stage", 2))  # a script's: its engine's, once initialized
 
     def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
         """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
@@ -72,7 +75,7 @@ class Worker:
             started = time.perf_counter()
             zero_opt = getattr(self.engine, "optimizer", None)
             rss, mallinfo = procfs.rss_bytes(), glibc.mallinfo2()
-            found, storages, pinned = census.take(zero_opt, self.torch, self.scenario["zero"]["stage"])
+            found, storages, pinned = census.take(zero_opt, self.torch, self.zero_stage)
             parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR"),
                                      pinned) if probes["memmap"] else None
             if self.modules_seen is None:  # the first census: everything imported so far is the baseline's
@@ -85,6 +88,33 @@ class Worker:
                              census_time_s=census_time_s, **found)
 
     def run(self) -> None:
+        self.start()
+        if self.scenario.get("script"):  # the user's own training script (rssprobe run --script)
+            ScriptRun(self).run()
+            return
+        self.baseline()
+
+        model, groups, params = training.build_model(self.scenario)
+        self.ctx.params = params
+        zero = self.scenario["zero"]
+        self.events.emit("model", params=params, param_groups=len(groups), zero_stage=zero["stage"],
+                         **self.estimate(model, params, zero["stage"], zero.get("offload_param") is not None),
+                         **models.describe(model, self.scenario))
+        self.phase("after_model")
+
+        recorder = self.install_probes()
+        self.engine = self.initialize_measured(
+            recorder, functools.partial(training.initialize, model, groups, self.spec["deepspeed_config"]))
+        # the engine holds its model; a local reference here would keep it (and, through its hooks, the
+        # whole engine) alive past a reinit event
+        del model, groups
+
+        self.train(recorder)
+        self.finish()
+
+    def start(self) -> None:
+        """Everything before the baseline: imports (torch, DeepSpeed, a transformers model's modules), the
+        process group, the compiled ops."""
         self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)
         finder = None
         if self.spec.get("overlay"):
@@ -104,6 +134,9 @@ class Worker:
         self.phase("after_imports")
         if finder is not None:
             self.events.emit("overlay", modules=finder.loaded)
+        model_imports = models.prepare(self.scenario)  # transformers: imported before the baseline, as torch is
+        if model_imports is not None:
+            self.events.emit("model_imports", **model_imports)
 
         def compiling(op: str) -> None:
             self.events.emit("compiling", op=op)
@@ -111,23 +144,25 @@ class Worker:
         training.init_distributed(compiling)
         training.load_cpu_adam(compiling)
         self.phase("ops_loaded")
+
+    def baseline(self) -> None:
         self.census("pre_model")
         self.phase("pre_model")  # the per-run baseline: everything later is divided by params above it
 
-        model, groups, params = training.build_model(self.scenario)
-        self.ctx.params = params
+    @staticmethod
+    def estimate(model: Any, params: int, stage: int, offload_param: bool) -> dict[str, Any]:
+        """DeepSpeed's own estimate for this node's ranks (the model event's estimator fields)."""
         local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
         nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // local)
-        zero = self.scenario["zero"]
         # stage 3's estimator asks for the largest layer, counted as DeepSpeed's own *_all_live variant does
-        largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
-        estimate = training.estimator_cpu_bytes(params, local, nodes, stage=zero["stage"],
-                                                offload_param=zero.get("offload_param") is not None,
+        largest = max(sum(getattr(p, "ds_numel", p.numel()) for p in m.parameters(recurse=False))
+                      for m in model.modules())
+        estimate = training.estimator_cpu_bytes(params, local, nodes, stage=stage, offload_param=offload_param,
                                                 largest_layer_params=largest)
-        self.events.emit("model", params=params, param_groups=len(groups), estimator_ranks_per_node=local,
-                         estimator_nodes=nodes, estimator_cpu_bytes=estimate, zero_stage=zero["stage"])
-        self.phase("after_model")
+        return {"estimator_ranks_per_node": local, "estimator_nodes": nodes, "estimator_cpu_bytes": estimate}
 
+    def install_probes(self) -> SiteRecorder:
+        """The run's interventions, then its code sites (an intervention's function is measured inside its site)."""
         for spec in self.spec["patches"]:
             name, options = parse(spec)
             REGISTRY[name](self.ctx, options)
@@ -137,39 +172,40 @@ class Worker:
             recorder.install(path, required, every_step=path not in first_only)
         self.events.emit("sites", installed=recorder.installed, steady=self.scenario["probes"].get("steady_sites"),
                          first_step_only=sorted(p for p in first_only if recorder.installed.get(p) == "ok"))
+        return recorder
 
+    def initialize_measured(self, recorder: SiteRecorder, call: Any) -> Any:
+        """deepspeed.initialize (`call`) as one interval: the init event, this rank's partition, the after-init
+        census. Returns the engine."""
         interval = self.tracker.enter()
         t0 = time.perf_counter()
         with self.native.phase("init"):
-            self.engine = training.initialize(model, groups, self.spec["deepspeed_config"])
-        # the engine holds its model; a local reference here would keep it (and, through its hooks, the
-        # whole engine) alive past a reinit event
-        del model, groups
+            self.engine = engine = call()
         init_s = time.perf_counter() - t0
         peak = self.tracker.exit(interval)
         sites, calls, _overhead = recorder.drain()
         # this rank's partition: stage 1/2 per group; stage 3 per sub-group (its partition_size list stays empty)
-        partition = getattr(self.engine.optimizer, "partition_size", None) or \
-            getattr(self.engine.optimizer, "fp16_partitioned_groups_flat_numel", None)
+        partition = getattr(engine.optimizer, "partition_size", None) or \
+            getattr(engine.optimizer, "fp16_partitioned_groups_flat_numel", None)
         self.events.emit("partition", params=int(sum(partition)) if partition else None,
                          world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
                          effects=self.ctx.effects, **self.probe(smaps=True, rss=interval.rss1))
         self.census("after_init")
+        return engine
 
-        self.train(recorder)
-
+    def finish(self, **extra: Any) -> None:
+        """The end census, the optional final malloc_trim, the end event."""
         self.census("end")
         if self.scenario["probes"]["trim_at_end"]:
             before = self.probe()
             released_any = glibc.malloc_trim(0)  # malloc_trim's own answer: 1 if it released memory
             self.events.emit("trim_at_end", released_any=released_any, before=before, after=self.probe())
-        self.events.emit("end", status="ok", effects=self.ctx.effects)
+        self.events.emit("end", status="ok", effects=self.ctx.effects, **extra)
 
     def train(self, recorder: SiteRecorder) -> None:
-        torch, scenario = self.torch, self.scenario  # no engine held here: a reinit event replaces it
-        x = torch.randn(scenario["micro_batch"], scenario["model"]["width"],
-                        dtype=training.input_dtype(scenario), device=self.engine.device)
+        scenario = self.scenario  # no engine held here: a reinit event replaces it
+        x = models.inputs(scenario, self.engine.device, training.input_dtype(scenario))
         inrun = InRunEvents(self, recorder)
         with contextlib.ExitStack() as capture:
             for step in range(1, scenario["steps"] + 1):
@@ -181,29 +217,39 @@ class Worker:
 
     def _step(self, recorder: SiteRecorder, step: int, x: Any) -> None:
         engine, scenario = self.engine, self.scenario
-        self.ctx.step = step
-        alternate = scenario["probes"].get("alternate", False)
-        self.probes_on = recorder.enabled = not (alternate and step % 2 == 0)
-        recorder.light = step > 1 and scenario["probes"].get("steady_sites") == "light"
+        self.begin_step(recorder, step)
         step_interval = self.tracker.enter()
         t0 = time.perf_counter()
         parts: dict[str, dict[str, int]] = {}
         gathered: dict[str, Any] = {}  # ZeRO-3: parameters gathered and not released (deterministic)
-        count_gathered = scenario["zero"]["stage"] == 3  # below stage 3 nothing is partitioned: skip the walk
+        count_gathered = self.zero_stage == 3  # below stage 3 nothing is partitioned: skip the walk
         for _micro in range(scenario["grad_accum_steps"]):
-            loss = self._part(parts, "forward", lambda: engine(x).float().pow(2).mean())
+            loss = self._part(parts, "forward", lambda: models.loss(engine, x, scenario))
             self._part(parts, "backward", functools.partial(engine.backward, loss))
             if count_gathered:
                 gathered["after_backward"] = census.gathered(engine.module)
             self._part(parts, "optimizer", engine.step)
             if count_gathered:
                 gathered["after_step"] = census.gathered(engine.module)
-        time_s = time.perf_counter() - t0
+        self.end_step(recorder, step, step_interval, time.perf_counter() - t0, parts, gathered,
+                      float(loss.detach()), scenario["grad_accum_steps"])
+
+    def begin_step(self, recorder: SiteRecorder, step: int) -> None:
+        self.ctx.step = step
+        probes = self.scenario["probes"]
+        self.probes_on = recorder.enabled = not (probes.get("alternate", False) and step % 2 == 0)
+        recorder.light = step > 1 and probes.get("steady_sites") == "light"
+
+    def end_step(self, recorder: SiteRecorder, step: int, step_interval: Any, time_s: float,
+                 parts: dict[str, dict[str, int]], gathered: dict[str, Any], loss: float | None,
+                 micro_steps: int) -> None:
+        """Close a step's interval and write its event (and the after-first-step census)."""
+        alternate = self.scenario["probes"].get("alternate", False)
         peak = self.tracker.exit(step_interval)
         sites, calls, probe_s = recorder.drain()
         self.events.emit("step", step=step, time_s=time_s, probe_s=probe_s, peak=peak, entry_rss=step_interval.rss0,
-                         parts=parts, sites=sites, calls=calls, effects=self.ctx.effects,
-                         loss=float(loss.detach()), **({"probes_on": self.probes_on} if alternate else {}),
+                         parts=parts, sites=sites, calls=calls, effects=self.ctx.effects, loss=loss,
+                         micro_steps=micro_steps, **({"probes_on": self.probes_on} if alternate else {}),
                          **self.probe(smaps=self.probes_on, rss=step_interval.rss1),
                          **({"gathered": gathered} if gathered.get("after_step") is not None else {}))
         if step == 1:
@@ -225,6 +271,7 @@ def main(argv: list[str]) -> int:
     lifeline.worker_lifeline()  # before anything slow: die with the orchestrator (or torchrun)
     # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
     worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))
+    worker.launcher_args = [a for a in argv[1:] if a.startswith("--")]  # a script expects them (--local_rank)
     try:
         worker.run()
         return 0
@@ -237,6 +284,10 @@ def main(argv: list[str]) -> int:
     except lifeline.Terminated:  # SIGTERM: the orchestrator (or torchrun) ended, or stops this rank
         worker.events.emit("end", status="terminated")
         return EXIT_TERMINATED
+    except ScriptFailed as e:  # one line naming the script's file:line; the traceback in the run's log
+        worker.events.emit("error", message=str(e), traceback=e.trace)
+        sys.stderr.write(e.trace or f"{e}\n")
+        return 1
     except BaseException as e:
         worker.events.emit("error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         traceback.print_exc()

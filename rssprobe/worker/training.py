@@ -56,6 +56,10 @@ def build_model(scenario: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], in
     import torch
 
     m = scenario["model"]
+    if m.get("kind", "linear") == "transformers":
+        from . import models
+
+        return models.build(scenario)
     torch.manual_seed(scenario["seed"])
     width = m["width"]
     activation = m.get("activation", "relu")

@@ -44,6 +44,7 @@ class GateRequest:
     alpha: float = stats.ALPHA
     junit_file: Path | None = None
     force: bool = False
+    allow_different_scripts: bool = False
 
 
 @dataclass
@@ -145,7 +146,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> GateResult:
         a, b = Side.load(str(base.path)), Side.load(str(cand.path))
     else:
         raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
-    result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED).as_dict()
+    result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED, g.allow_different_scripts).as_dict()
     cases = [(c["metric"], c["verdict"], c["reason"]) for group in result["comparisons"].values() for c in group]
     return GateResult("runs", result["verdict"], result, cases + _problems(result))
 

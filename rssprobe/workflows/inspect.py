@@ -60,7 +60,8 @@ class Compared:
     data: dict[str, Any]
 
 
-def refs(a_ref: str, b_ref: str, threshold: float, alpha: float, force: bool, gated: tuple[str, ...]) -> Compared:
+def refs(a_ref: str, b_ref: str, threshold: float, alpha: float, force: bool, gated: tuple[str, ...],
+         allow_different_scripts: bool = False) -> Compared:
     """`diff` (and `gate` on stored sides): two runs or groups, or two size sweeps (slope and fixed part
     judged apart)."""
     kinds = [campaign.kind_of(Path(r)) for r in (a_ref, b_ref)]
@@ -69,4 +70,5 @@ def refs(a_ref: str, b_ref: str, threshold: float, alpha: float, force: bool, ga
     for ref, kind in zip((a_ref, b_ref), kinds, strict=True):
         if kind in ("matrix", "plan"):
             raise UserError(f"{ref}: a {kind} directory compares cell by cell: diff {ref}/CELL_A {ref}/CELL_B")
-    return Compared("runs", compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, gated).as_dict())
+    return Compared("runs", compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, gated,
+                                    allow_different_scripts).as_dict())

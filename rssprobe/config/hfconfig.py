@@ -1,0 +1,167 @@
+"""[model.hf] of a `kind = "transformers"` scenario, checked and sized before any worker starts.
+
+The config is built here with `transformers.AutoConfig.for_model` (nothing downloaded: HF_HUB_OFFLINE), so a
+bad key is one line naming it (exit 2), not a traceback minutes later. Its parameter count is read from the
+model built on torch's meta device (no memory, no weights), once with one layer and once with two: every
+architecture here is an embedding and a head (fixed) plus equal decoder layers, so a `model.params` target
+resolves to a `num_hidden_layers`, the other dimensions kept. Counts are of *unique* parameters (tied
+weights once), as everywhere in rssprobe.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import os
+import re
+from typing import Any
+
+from ..errors import UserError
+
+# Keys every config accepts that no config lists in to_dict (PretrainedConfig's own keyword arguments)
+COMMON_KEYS = frozenset({"model_type", "dtype", "torch_dtype", "attn_implementation", "tie_word_embeddings"})
+LAYERS = "num_hidden_layers"
+
+
+def _transformers() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: never download
+    try:
+        import transformers
+    except ImportError:
+        raise UserError("kind = \"transformers\" needs the transformers package (pip install 'transformers')") from None
+    transformers.logging.set_verbosity_error()  # its config notes (token ids outside a tiny vocab) are not errors
+    return transformers
+
+
+@functools.lru_cache(maxsize=64)
+def _known_keys(model_type: str) -> frozenset[str]:
+    tf = _transformers()
+    cls = tf.CONFIG_MAPPING[model_type]
+    default = cls()
+    return frozenset(default.to_dict()) | frozenset(getattr(cls, "attribute_map", {}) or {}) | COMMON_KEYS
+
+
+def layers_key(config: Any) -> str:
+    """The config's own name for the layer count (GPT-2: n_layer, reached as num_hidden_layers too)."""
+    return (getattr(config, "attribute_map", None) or {}).get(LAYERS, LAYERS)
+
+
+def with_layers(hf: dict[str, Any], config_class: Any, layers: int) -> dict[str, Any]:
+    """`hf` with its layer count set to `layers`, under the config's own key (no alias left to contradict it)."""
+    key = layers_key(config_class)
+    return {**{k: v for k, v in hf.items() if k not in (LAYERS, key)}, key: layers}
+
+
+def build_config(hf: dict[str, Any], label: str, layers: int | None = None) -> Any:
+    """The transformers config of [model.hf] (with `layers` decoder layers, when given); a UserError naming
+    the key otherwise."""
+    tf = _transformers()
+    where = f"{label}: model.hf"
+    kwargs = dict(hf)
+    model_type = kwargs.pop("model_type", None)
+    if not isinstance(model_type, str):
+        raise UserError(f"{where}.model_type: required, a transformers model type such as \"llama\" or \"gpt2\"")
+    if model_type not in tf.CONFIG_MAPPING:
+        close = difflib.get_close_matches(model_type, list(tf.CONFIG_MAPPING.keys()), n=4)
+        raise UserError(f"{where}.model_type: unknown model type {model_type!r} in transformers {tf.__version__}"
+                        + (f" (close: {', '.join(close)})" if close else ""))
+    if tf.CONFIG_MAPPING[model_type] not in tf.MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise UserError(f"{where}.model_type: {model_type!r} has no causal language model in transformers "
+                        "(AutoModelForCausalLM)")
+    known = _known_keys(model_type)
+    for key, value in kwargs.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            raise UserError(f"{where}.{key}: not a setting of {tf.CONFIG_MAPPING[model_type].__name__}"
+                            + (f" (close: {', '.join(close)})" if close else ""))
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}.{key}: {value} is not a finite number")
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise UserError(f"{where}.{key}: {value} is negative")
+    if layers is not None:
+        kwargs = with_layers(kwargs, tf.CONFIG_MAPPING[model_type], layers)
+    try:
+        config = tf.AutoConfig.for_model(model_type, **kwargs)
+    except Exception as e:  # transformers' strict dataclass validators name the field in their message
+        raise UserError(f"{where}{_key_in(str(e), kwargs)}: {_reason(e)}") from None
+    _check_attention(config, kwargs, where)
+    return config
+
+
+def _key_in(message: str, kwargs: dict[str, Any]) -> str:
+    """'.key' of the key a transformers error is about: its quoted field, else the first key whose words it
+    names; '' when it names none of them."""
+    quoted = re.search(r"field '(\w+)'", message)
+    if quoted and quoted.group(1) in kwargs:
+        return f".{quoted.group(1)}"
+    flat = message.lower().replace("_", " ")
+    named = [k for k in kwargs if k.lower().replace("_", " ") in flat]
+    return f".{named[0]}" if named else ""
+
+
+def _reason(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(e).__name__)[:300]
+
+
+def _check_attention(config: Any, given: dict[str, Any], where: str) -> None:
+    """GQA: query heads must split evenly over the key/value heads (else the first forward fails)."""
+    heads, kv = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
+    if isinstance(heads, int) and isinstance(kv, int) and (kv <= 0 or heads % kv):
+        raise UserError(f"{where}.num_key_value_heads: {kv} does not divide num_attention_heads ({heads})")
+    if isinstance(heads, int) and heads <= 0:
+        key = "num_attention_heads" if "num_attention_heads" in given else "(config)"
+        raise UserError(f"{where}.{key}: {heads} attention heads")
+
+
+def meta_counts(config: Any) -> dict[str, int]:
+    """Unique parameters and parameter tensors of the model the config describes, built on the meta device
+    (shapes only: nothing allocated, nothing initialised)."""
+    import warnings
+
+    import torch
+
+    tf = _transformers()
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's note on zero-element tensors: refused below, by key
+        model = tf.AutoModelForCausalLM.from_config(config)
+    params = list(model.parameters())  # unique: a tied weight once
+    return {"params": sum(p.numel() for p in params), "tensors": len(params),
+            "empty": sum(1 for p in params if p.numel() == 0)}
+
+
+def resolve(model: Any, label: str) -> None:
+    """Check [model.hf] and fill model._resolved: the layer count (from model.params when given), the
+    unique parameters and parameter tensors of the model the worker will build."""
+    hf = dict(model.hf or {})
+    base = build_config(hf, label)
+    key = layers_key(base)
+    layers = int(getattr(base, key))
+    if layers < 1:
+        raise UserError(f"{label}: model.hf.{key}: {layers} layers")
+    try:
+        counts = meta_counts(base) if model.params is None else None
+        if model.params is not None:
+            one, two = (meta_counts(build_config(hf, label, n)) for n in (1, 2))
+            per_layer, fixed = two["params"] - one["params"], 2 * one["params"] - two["params"]
+            layers = max(1, round((float(model.params) - fixed) / per_layer)) if per_layer > 0 else 1
+            counts = {"params": fixed + layers * per_layer, "empty": one["empty"],
+                      "tensors": 2 * one["tensors"] - two["tensors"] + layers * (two["tensors"] - one["tensors"])}
+    except UserError:
+        raise
+    except Exception as e:  # a config transformers accepts but cannot build a model from
+        raise UserError(f"{label}: model.hf: transformers cannot build a model from this config "
+                        f"({type(e).__name__}: {_reason(e)})") from None
+    assert counts is not None
+    if counts.get("empty"):
+        zero = next((k for k, v in hf.items() if v == 0 and not isinstance(v, bool)), None)
+        raise UserError(f"{label}: model.hf{'.' + zero if zero else ''}: the model would have "
+                        f"{counts['empty']} parameter tensor(s) with no elements")
+    model._resolved = {"layers": layers, "params": counts["params"], "tensors": counts["tensors"]}
+
+
+def worker_hf(model: Any) -> dict[str, Any]:
+    """[model.hf] as the worker builds it: the resolved layer count under the config's own key."""
+    hf = dict(model.hf or {})
+    return with_layers(hf, _transformers().CONFIG_MAPPING[hf["model_type"]], model.n_layers)

@@ -1,0 +1,87 @@
+"""A training script as a run configuration: `rssprobe run --script train.py [-- ARGS]`.
+
+A script run is a scenario whose model is the script's (model.kind = "script") and whose [script] table names
+the file, its sha256 and its arguments, so every command that takes a scenario (run, gate, matrix, bisect,
+prepare) takes a script the same way and the manifest records it whole. The script's own DeepSpeed config
+decides ZeRO stage, precision, batch and accumulation: the engine's figures are written into the manifest's
+scenario when the run concludes (rssprobe/run/scriptrun.py), and `--set` takes only what rssprobe decides
+(steps: stop after N optimizer steps, world_size, timeout_s, probes.*, patches.*). The worker side is
+rssprobe/worker/script.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+# --set keys a script run takes (a prefix ending in "." takes the whole table)
+SCRIPT_SETS = ("steps", "world_size", "timeout_s", "seed", "name", "description", "probes.", "patches.",
+               "script.args", "script.stop_after")
+
+
+def check_file(path: Path) -> tuple[Path, str, str]:
+    """(absolute path, sha256, text) of a script that can run; one line naming it and why otherwise."""
+    if not path.exists():
+        raise UserError(f"{path}: no such script")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a training script")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read ({e.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 (byte {e.start}); Python source must be") from None
+    try:
+        compile(text, str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise UserError(f"{path.name}:{e.lineno}: SyntaxError: {e.msg}") from None
+    except ValueError as e:  # a NUL byte
+        raise UserError(f"{path}: not Python source ({e})") from None
+    return path.resolve(), hashlib.sha256(data).hexdigest(), text
+
+
+def raw_scenario(path: Path) -> tuple[str, dict[str, Any]]:
+    """(label for messages, the raw scenario of a script run)."""
+    resolved, sha256, _text = check_file(path)
+    return str(path), {"name": resolved.stem, "description": f"the script {resolved}", "steps": None,
+                       "model": {"kind": "script"}, "script": {"path": str(resolved), "sha256": sha256}}
+
+
+def check_overrides(overrides: list[str], label: str) -> list[str]:
+    """--set values a script run takes; `steps=N` becomes script.stop_after (the script's loop decides
+    the count; rssprobe stops it after N optimizer steps)."""
+    out = []
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if not any(key == k or (k.endswith(".") and key.startswith(k)) for k in SCRIPT_SETS):
+            raise UserError(f"{label}: --set {key}: a script run takes its model and DeepSpeed config from the "
+                            "script; --set takes steps, world_size, timeout_s, probes.* and patches.*")
+        out.append("script.stop_after" + item[len(key):] if key == "steps" else item)
+    return out
+
+
+def args_set(args: list[str]) -> str:
+    """A `--set script.args=[...]` value carrying the arguments exactly (a TOML array of basic strings)."""
+    def one(arg: str) -> str:
+        return json.dumps(arg, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+    return f"script.args=[{', '.join(one(a) for a in args)}]"
+
+
+def different(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two runs' scenarios ran different scripts (path or content), or None."""
+    sa, sb = a.get("script"), b.get("script")
+    if not sa or not sb:
+        return None
+    if sa.get("path") != sb.get("path"):
+        return f"A ran {sa.get('path')} but B ran {sb.get('path')}"
+    if sa.get("sha256") != sb.get("sha256"):
+        return (f"{Path(sa.get('path') or '').name} changed between the runs (sha256 {str(sa.get('sha256'))[:12]} "
+                f"against {str(sb.get('sha256'))[:12]})")
+    return None

@@ -1,0 +1,327 @@
+"""A user's DeepSpeed training script, run unmodified under the probes (rssprobe run --script train.py -- ARGS).
+
+The worker has imported torch and DeepSpeed, set up the process group and loaded the compiled ops, as for a
+scenario; the script then runs as __main__ (runpy) with sys.argv = [script, *ARGS] and its directory first on
+sys.path. The training is found through DeepSpeed itself:
+
+* the pre-model baseline is taken when the script makes its first torch.nn.Parameter (the model's first
+  weight: modules without parameters, such as the activations transformers builds at import, do not count):
+  what it imports and sets up before (transformers and its modeling module included) is not divided by the
+  parameter count, as a scenario's imports are not;
+* `deepspeed.initialize` is measured as a scenario's init (the model event with its unique parameters, the
+  init figures, the after-init census); a second call is a re-initialisation event, as [reinit];
+* one rssprobe step = one optimizer step: from the first forward (or backward) after the previous one to the
+  `DeepSpeedEngine.step` at a gradient-accumulation boundary (DeepSpeed's global_steps moves), with the
+  forward / backward / optimizer peaks of every micro-step; `save_checkpoint` between steps is an event;
+* `--steps N` stops the script after N optimizer steps (StopAfterSteps, a BaseException the script's own
+  `except Exception` does not catch); the end census runs when the script returns or calls sys.exit(0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import inspect
+import os
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import census, models
+from .events_inrun import InRunEvents
+from .sites import SiteRecorder
+
+
+class StopAfterSteps(BaseException):
+    """Raised out of the N-th optimizer step when --steps N asked to stop there."""
+
+
+class ScriptFailed(Exception):
+    """The script failed: `str()` is the one line ("train.py:57: RuntimeError: ..."), `trace` its traceback."""
+
+    def __init__(self, message: str, trace: str = "") -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+def where_it_raised(exc: BaseException, path: Path) -> str:
+    """'train.py:57': the script's own innermost line in the traceback (else its name)."""
+    tb, line = exc.__traceback__, None
+    target = os.path.realpath(path)
+    while tb is not None:
+        if os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f"{path.name}:{line}" if line is not None else path.name
+
+
+class ScriptRun:
+    def __init__(self, worker: Any) -> None:
+        self.w = worker
+        spec = worker.scenario["script"]
+        self.path = Path(spec["path"])
+        self.args = [str(a) for a in spec.get("args") or []]
+        self.sha256 = spec.get("sha256")
+        self.steps_wanted: int | None = spec.get("stop_after")
+        self.recorder: SiteRecorder | None = None
+        self.inrun: InRunEvents | None = None
+        self.baselined = False
+        self.engines = 0
+        self.done = 0  # optimizer steps measured
+        self.step: dict[str, Any] | None = None  # the step being measured: interval, t0, parts, ...
+        self.capture = contextlib.ExitStack()  # memray: one capture for the first step, one for the others
+        self.restore: list[tuple[Any, str, Any]] = []
+
+    # ---- running ------------------------------------------------------------------------------
+    def run(self) -> None:
+        source = self.path.read_bytes()
+        if self.sha256 and hashlib.sha256(source).hexdigest() != self.sha256:
+            raise ScriptFailed(f"{self.path}: changed since the run was prepared (sha256 differs); nothing ran")
+        self.recorder = self.w.install_probes()
+        self.inrun = InRunEvents(self.w, self.recorder)
+        self._hook()
+        stopped = None
+        argv, path0 = sys.argv, list(sys.path)
+        sys.argv = [str(self.path), *self.args, *getattr(self.w, "launcher_args", [])]
+        sys.path.insert(0, str(self.path.parent))
+        try:
+            runpy.run_path(str(self.path), run_name="__main__")
+        except StopAfterSteps:
+            stopped = f"stopped after {self.done} steps as asked"
+        except SystemExit as e:
+            if e.code not in (0, None):
+                raise ScriptFailed(f"{where_it_raised(e, self.path)}: exited with code {e.code}",
+                                   traceback.format_exc()) from None
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except Exception as e:
+            raise ScriptFailed(f"{where_it_raised(e, self.path)}: {type(e).__name__}: {e}",
+                               traceback.format_exc()) from None
+        finally:
+            sys.argv, sys.path[:] = argv, path0
+            self.capture.close()
+            self._unhook()
+        if self.engines == 0:
+            raise ScriptFailed(f"{self.path.name} never called deepspeed.initialize")
+        unfinished = self._drop_open_step()
+        self.w.finish(**({"stopped": stopped} if stopped else {}),
+                      **({"unfinished_step": unfinished} if unfinished else {}))
+
+    def _drop_open_step(self) -> str | None:
+        """A step the script began (a forward) but never finished with an optimizer step: not counted."""
+        if self.step is None:
+            return None
+        self.w.tracker.exit(self.step["interval"])
+        self.step = None
+        assert self.recorder is not None
+        self.recorder.drain()
+        return "the script's last forward/backward had no optimizer step after it: not counted as a step"
+
+    # ---- hooks --------------------------------------------------------------------------------
+    def _patch(self, owner: Any, name: str, make: Any) -> None:
+        raw = inspect.getattr_static(owner, name)
+        self.restore.append((owner, name, raw))
+        wrapped = make(getattr(owner, name))
+        setattr(owner, name, staticmethod(wrapped) if isinstance(raw, staticmethod) else wrapped)
+
+    def _unhook(self) -> None:
+        for owner, name, raw in reversed(self.restore):
+            setattr(owner, name, raw)
+        self.restore.clear()
+
+    def _hook(self) -> None:
+        import deepspeed
+        import torch
+        from deepspeed.runtime.engine import DeepSpeedEngine
+
+        self._patch(torch.nn.Parameter, "__new__", self._first_parameter)
+        self._patch(deepspeed, "initialize", self._initialize)  # around the site wrapper: outermost
+        self._patch(torch.distributed, "init_process_group", self._process_group)
+        self._patch(DeepSpeedEngine, "forward", functools.partial(self._engine_part, "forward"))
+        self._patch(DeepSpeedEngine, "backward", functools.partial(self._engine_part, "backward"))
+        self._patch(DeepSpeedEngine, "step", self._engine_step)
+        self._patch(DeepSpeedEngine, "save_checkpoint", self._save_checkpoint)
+
+    def _first_parameter(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def new(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            if not run.baselined:
+                run._take_baseline()
+            return original(cls, *args, **kwargs)
+
+        return new
+
+    def _take_baseline(self) -> None:
+        """The pre-model baseline, at the script's first parameter (once)."""
+        self.baselined = True
+        import torch
+
+        raw = next(raw for owner, name, raw in self.restore if owner is torch.nn.Parameter and name == "__new__")
+        torch.nn.Parameter.__new__ = raw  # type: ignore[method-assign]
+        self.w.baseline()
+
+    def _process_group(self, original: Any) -> Any:
+        import torch
+
+        @functools.wraps(original)
+        def init_process_group(*args: Any, **kwargs: Any) -> None:
+            if torch.distributed.is_initialized():
+                return None  # rssprobe set it up before the baseline (deepspeed.init_distributed)
+            return original(*args, **kwargs)
+
+        return init_process_group
+
+    # ---- deepspeed.initialize ------------------------------------------------------------------
+    def _initialize(self, original: Any) -> Any:
+        signature = inspect.signature(original)
+        run = self
+
+        @functools.wraps(original)
+        def initialize(*args: Any, **kwargs: Any) -> Any:
+            try:
+                model = signature.bind(*args, **kwargs).arguments.get("model")
+            except TypeError:
+                model = None
+            result: list[Any] = []
+
+            def call() -> Any:
+                result.append(original(*args, **kwargs))
+                return result[0][0]  # (engine, optimizer, dataloader, scheduler)
+
+            if run.engines == 0:
+                run._first_initialize(model, call)
+            else:  # a re-initialisation: measured as an in-run event after the last finished step
+                assert run.inrun is not None
+
+                def reinit() -> None:
+                    run.w.engine = call()
+
+                run.inrun._measure("reinit", run.done, reinit)
+            run.engines += 1
+            return result[0]
+
+        return initialize
+
+    def _first_initialize(self, model: Any, call: Any) -> None:
+        w = self.w
+        if not self.baselined:
+            self._take_baseline()
+        params = _unique_params(model) if model is not None else 0
+        w.ctx.params = params
+        w.phase("after_model")
+        assert self.recorder is not None
+        engine = w.initialize_measured(self.recorder, call)
+        w.zero_stage = int(engine.zero_optimization_stage())
+        if not params:  # a model passed another way (an args namespace, a pipeline module): the engine's
+            params = _unique_params(engine.module)
+            w.ctx.params = params
+        offload_param = bool(getattr(engine, "zero_offload_param", lambda: None)())
+        describe = models.describe(engine.module, {"model": {"kind": "script"}})
+        w.events.emit("model", params=params, param_groups=len(engine.optimizer.param_groups),
+                      zero_stage=w.zero_stage, **w.estimate(engine.module, params, w.zero_stage, offload_param),
+                      **describe)
+        w.events.emit("script_engine", **_engine_facts(engine, w.zero_stage))
+
+    # ---- steps --------------------------------------------------------------------------------
+    def _open_step(self) -> None:
+        if self.step is not None:
+            return
+        n = self.done + 1
+        assert self.recorder is not None
+        if n <= 2:
+            self.capture.close()
+            self.capture.enter_context(self.w.native.phase("first_step" if n == 1 else "steady"))
+        self.w.begin_step(self.recorder, n)
+        self.step = {"n": n, "interval": self.w.tracker.enter(), "t0": time.perf_counter(), "parts": {},
+                     "gathered": {}, "micro": 0, "loss": None}
+
+    def _engine_part(self, name: str, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def part(engine: Any, *args: Any, **kwargs: Any) -> Any:
+            if name == "forward" and not (engine.training and run.w.torch.is_grad_enabled()):
+                return original(engine, *args, **kwargs)  # an eval forward: not a step of training
+                return original(engine, *args, **kwargs)
+            run._open_step()
+            assert run.step is not None
+            if name == "backward" and args:
+                run.step["loss"] = args[0]
+            out = run.w._part(run.step["parts"], name, lambda: original(engine, *args, **kwargs))
+            if name == "backward" and run.w.zero_stage == 3:
+                run.step["gathered"]["after_backward"] = census.gathered(engine.module)
+            return out
+
+        return part
+
+    def _engine_step(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def step(engine: Any, *args: Any, **kwargs: Any) -> Any:
+            run._open_step()
+            assert run.step is not None
+            before = engine.global_steps
+            out = run.w._part(run.step["parts"], "optimizer", lambda: original(engine, *args, **kwargs))
+            run.step["micro"] += 1
+            if run.w.zero_stage == 3:
+                run.step["gathered"]["after_step"] = census.gathered(engine.module)
+            if engine.global_steps != before:  # an optimizer step: a gradient-accumulation boundary
+                run._close_step()
+            return out
+
+        return step
+
+    def _close_step(self) -> None:
+        s, self.step = self.step, None
+        assert s is not None and self.recorder is not None
+        loss = s["loss"]
+        try:
+            value = float(loss.detach()) if loss is not None else None
+        except (AttributeError, RuntimeError, TypeError, ValueError):
+            value = None
+        self.w.end_step(self.recorder, s["n"], s["interval"], time.perf_counter() - s["t0"], s["parts"],
+                        s["gathered"], value, s["micro"])
+        self.done = s["n"]
+        if self.steps_wanted is not None and self.done >= self.steps_wanted:
+            raise StopAfterSteps()
+
+    def _save_checkpoint(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def save_checkpoint(engine: Any, *args: Any, **kwargs: Any) -> Any:
+            if run.inrun is None or run.engines == 0:
+                return original(engine, *args, **kwargs)
+            result: list[Any] = []
+            run.inrun._measure("checkpoint", run.done, lambda: result.append(original(engine, *args, **kwargs)))
+            return result[0] if result else None
+
+        return save_checkpoint
+
+
+def _unique_params(module: Any) -> int:
+    """Unique parameters (a tied weight once; a ZeRO-3 partitioned one by its full size, ds_numel)."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in module.parameters())
+
+
+def _engine_facts(engine: Any, stage: int) -> dict[str, Any]:
+    """The DeepSpeed configuration the script gave, as its engine holds it (the manifest's scenario takes it)."""
+    precision = "bf16" if engine.bfloat16_enabled() else "fp16" if engine.fp16_enabled() else "fp32"
+    zero = {"stage": stage, "offload_optimizer": "cpu" if engine.zero_cpu_offload() else None,
+            "offload_param": "cpu" if getattr(engine, "zero_offload_param", lambda: None)() else None}
+    config = getattr(getattr(engine, "_config", None), "_param_dict", None)
+    try:
+        import json
+
+        json.dumps(config)
+    except (TypeError, ValueError):
+        config = None
+    return {"zero": zero, "precision": precision, "micro_batch": engine.train_micro_batch_size_per_gpu(),
+            "grad_accum_steps": engine.gradient_accumulation_steps(), "deepspeed_config": config}
