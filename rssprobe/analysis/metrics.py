@@ -14,7 +14,7 @@ from ..scenario import Scenario
 from ..sites_config import for_scenario, short_name
 from ..worker import memmap
 from ..worker.census import role_names
-from . import inrun
+from . import inrun, pinned
 from .summary import part_key
 
 POINTS = ("init", "first_step", "steady", "end")
@@ -23,7 +23,7 @@ BUDGET = ("live", "rss_above_baseline", "unexplained", "glibc_free_retained", "n
           "malloc_trim_released", "rss_after_trim_above_baseline")
 SITE_PHASES = ("init", "first_step", "steady")
 # figures that exact (census) or near exact (RSS after a final malloc_trim) across identical runs
-EXACT = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*", "zero3.*")
+EXACT = ("budget.live", "budget.rss_after_trim_above_baseline", "role.*", "zero3.*", "pinned.*")
 
 
 def known(scenario: Scenario) -> list[str]:
@@ -37,7 +37,7 @@ def known(scenario: Scenario) -> list[str]:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
     names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
               for phase in SITE_PHASES for kind in ("retained", "peak")]
-    return names + inrun.known(scenario)
+    return names + list(pinned.NAMES) + inrun.known(scenario)
 
 
 def check(flag: str, pattern: str, scenario: Scenario) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from . import pr8132, testing
+from . import pinregister, pr8132, testing
 from .base import Context, Intervention, Refused
 
-REGISTRY: dict[str, Intervention] = {i.name: i for i in [*pr8132.INTERVENTIONS, *testing.INTERVENTIONS]}
+REGISTRY: dict[str, Intervention] = {i.name: i for i in [*pr8132.INTERVENTIONS, *pinregister.INTERVENTIONS,
+                                                          *testing.INTERVENTIONS]}
 
 # Named sets: a name that expands to several components.
 SETS: dict[str, list[str]] = {"pr8132": [pr8132.FLOAT_SCALE, pr8132.MALLOC_TRIM]}
