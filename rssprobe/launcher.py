@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import (
+    allocconf,
     compilecache,
     host,
     layout,
@@ -90,6 +91,9 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
         env["LD_PRELOAD"] = library
     env.update(compilecache.worker_env(req.python))
     env.update(req.malloc_env)
+    if req.scenario.torch_alloc_conf is not None:  # torch >= 2.9 would read PYTORCH_ALLOC_CONF first: not inherited
+        env.pop(allocconf.NEWER_ENV, None)
+        env[allocconf.ENV] = req.scenario.torch_alloc_conf
     return env
 
 
@@ -152,6 +156,7 @@ class Prepared:
 def prepare(req: RunRequest) -> Prepared:
     """Everything that can fail on bad input fails here, before any process starts."""
     preflight.check_sites(req.scenario, req.patches, req.python, overlay=bool(req.patch_files))
+    preflight.check_alloc_conf(req.scenario.torch_alloc_conf, req.python)
     other_python = None if req.python == sys.executable else req.python
     torch_version = host.package_version("torch", other_python)
     ds_version = host.package_version("deepspeed", other_python)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from . import allocconf
 from .errors import UserError
 from .scenario import Scenario
 from .worker.interventions import parse
@@ -153,18 +156,53 @@ print("RSSPROBE-SITES " + json.dumps(out))
 """
 
 
-def _ask_python(python: str, paths: list[str]) -> dict[str, str]:
-    """path -> why it is missing, by resolving the paths in the worker's Python (imports them)."""
+def _ask(python: str, argv: list[str], prefix: str) -> Any:
+    """Run argv in the worker's Python (this rssprobe first on its path) and read the JSON it prints after
+    `prefix`; None when it could not say."""
     parent = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([parent, *filter(None, [os.environ.get("PYTHONPATH")])]),
            "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu")}
+    env.pop(allocconf.NEWER_ENV, None)
+    env.pop(allocconf.ENV, None)  # the setting under test is an argument, never the asker's own
     try:
-        proc = subprocess.run([python, "-c", _ASK, json.dumps(paths)], capture_output=True, text=True, env=env,
-                              timeout=300, stdin=subprocess.DEVNULL)
+        proc = subprocess.run([python, *argv], capture_output=True, text=True, env=env, timeout=300,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
-        return {}
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RSSPROBE-SITES ")), None)
-    return json.loads(line.removeprefix("RSSPROBE-SITES ")) if line else {}
+        return None
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(prefix)), None)
+    return json.loads(line.removeprefix(prefix)) if line else None
+
+
+def _ask_python(python: str, paths: list[str]) -> dict[str, str]:
+    """path -> why it is missing, by resolving the paths in the worker's Python (imports them)."""
+    return _ask(python, ["-c", _ASK, json.dumps(paths)], "RSSPROBE-SITES ") or {}
+
+
+@functools.lru_cache(maxsize=32)
+def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
+    """UserError (one line) unless the worker's torch accepts `conf` as PYTORCH_CUDA_ALLOC_CONF: torch itself is
+    asked (its own error message); a CPU build's unparsed keys are judged by the CUDA-only keys of its release."""
+    if conf is None:
+        return
+    flag = f"--torch-alloc-conf {conf}"
+    try:
+        keys = allocconf.split(conf)
+    except ValueError as e:
+        raise UserError(f"{flag}: {e}") from None
+    from .worker.allocconf import PREFIX
+
+    answer = _ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))], PREFIX)
+    if answer is None:
+        raise UserError(f"{flag}: could not ask {python}'s torch how it parses the setting")
+    if answer["error"]:
+        raise UserError(f"{flag}: torch {answer['build']} refuses it: {answer['error']} (torch's own words)")
+    if answer["cuda_build"] and answer["parser"]:
+        return  # a CUDA build parsed all of it
+    for key in keys:
+        if not (answer["known"] or {}).get(key):
+            why = allocconf.cuda_only_verdict(key, answer["torch"])
+            if why:
+                raise UserError(f"{flag}: {why}")
 
 
 def check_sites(scen: Scenario, patches: list[str], python: str = sys.executable, overlay: bool = False) -> None:

@@ -40,6 +40,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..allocconf import split
+
 MIB = 1 << 20
 PAGE = 4096
 SEGMENT_STEP = 4096  # PinnedReserveSegment rounds every block to 4 KiB
@@ -61,29 +63,6 @@ def power_of_two_ceil(n: int) -> int:
 def log2_ceil(n: int) -> int:
     """c10::llvm::Log2_64_Ceil: the free-list bucket of a block of n bytes."""
     return (n - 1).bit_length() if n > 1 else 0
-
-
-def split_conf(conf: str | None) -> dict[str, str]:
-    """'KEY:VALUE,KEY:[a:b,c:d]' -> {KEY: VALUE}; commas inside brackets stay in the value (as torch's tokenizer
-    reads roundup_power2_divisions). ValueError on an item that is not KEY:VALUE."""
-    out: dict[str, str] = {}
-    depth, item, items = 0, "", []
-    for ch in conf or "":
-        depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
-            items.append(item)
-            item = ""
-        else:
-            item += ch
-    items.append(item)
-    for raw in (i.strip() for i in items):
-        if not raw:
-            continue
-        key, sep, value = raw.partition(":")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9_]*", key.strip()) or not value.strip():
-            raise ValueError(f"{raw!r} is not KEY:VALUE")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _mib(value: str) -> int:
@@ -108,7 +87,7 @@ class Rule:
     def of(cls, torch_version: str | None, conf: str | None) -> Rule:
         """The rule for a run's torch and the alloc conf its worker saw (keys the torch lacks are ignored:
         such a run was refused before it started)."""
-        keys = split_conf(conf)
+        keys = split(conf) if conf else {}
         v = version_tuple(torch_version)[:2]
 
         def has(key: str) -> bool:
