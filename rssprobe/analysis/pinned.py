@@ -62,7 +62,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     for r in requests:
         key = (r.get("role") or ("(freed before it was read)" if r["id"] in gone else "(no census role)"),
                r["site"])
-        where = f"{r.get('function', r['site']).replace('<locals>.', '')}:{r['line']}"
+        where = f"{'.'.join(r.get('function', r['site']).replace('<locals>.', '').split('.')[-2:])}:{r['line']}"
         row = rows.setdefault(key, {"role": key[0], "site": key[1], "where": where, "entry": r["entry"], "requests": 0,
                                     "requested": 0, "held_predicted": 0, "reused": 0, "freed": 0,
                                     "held_measured": 0 if on_cuda else None, "via": r.get("via", "torch")})

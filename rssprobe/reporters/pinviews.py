@@ -27,7 +27,7 @@ def pin_memory_line(s: dict[str, Any]) -> str | None:
 
 def pinned_table(s: dict[str, Any]) -> Table | None:
     view = s.get("pinned")
-    if not view or not (view["rows"] or view["totals"]["held_measured"] is not None):
+    if not view or not (view["recorded"] or view["totals"]["held_measured"] is not None):
         return None
     cuda = view["on_cuda"]
     columns = ["role", "DeepSpeed code that asked", "requests", "requested", "held, predicted for CUDA",

@@ -73,6 +73,7 @@ def registered_empty(torch: Any, libc: _Libc, shape: tuple[int, ...], dtype: Any
             cudart.cudaHostUnregister(ptr)
             libc.libc.free(ptr)
             effect["unregistered"] = effect.get("unregistered", 0) + 1
+            effect["unregistered_bytes"] = effect.get("unregistered_bytes", 0) + size
 
     owner = Owner.from_address(ptr)
     flat = torch.frombuffer(owner, dtype=torch.uint8, count=nbytes) if nbytes else torch.empty(0, dtype=torch.uint8)
