@@ -24,3 +24,11 @@ for what in baseline "pin.register" "knob"; do
     > "$OUT/fix-$what.log" 2>&1
   $RSSPROBE show "$OUT/fix-$what" --format markdown > "$OUT/fix-$what.md"
 done
+# 3. ZeRO-3 with the parameters offloaded: a pin request per parameter partition, then the flat buffers
+$RSSPROBE run default --steps 1 --set zero.stage=3 --set 'zero.offload_param="cpu"' --set probes.memmap=false \
+  --out "$OUT/zero3-default" > "$OUT/zero3-default.log" 2>&1
+# the report's tables, from the runs
+python reports/cuda-pinned/tables.py releases "$OUT"/release-ws1 "$OUT"/release-ws2 "$OUT"/release-ws8 \
+  > reports/cuda-pinned/releases.md
+python reports/cuda-pinned/tables.py runs "$OUT"/fix-baseline "$OUT"/fix-pin.register "$OUT"/fix-knob \
+  > reports/cuda-pinned/fixes.md

@@ -53,12 +53,12 @@ def _f(v: float | None) -> str:
 
 def releases(dirs: list[str]) -> None:
     print("| DeepSpeed | ranks | zero.pin_memory (effective) | pin requests (rank 0) | requested | held, predicted "
-          "for CUDA | slack | with pin.register | with the knob (torch 2.13) |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+          "for CUDA | slack | with pin.register | with the knob (torch 2.13) | node: requested | node: held |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for d in dirs:
         matrix = json.loads((Path(d) / "matrix.json").read_text())
         for cell in matrix["cells"]:
-            group = Path(cell["group"])
+            group = Path(d) / Path(cell["group"]).name  # where the matrix directory is now
             run = RunDir(next(p for p in sorted(group.iterdir()) if p.name.startswith("run-")))
             world = run.manifest().get("world_size", 1)
             ranks = [Summary(run, r) for r in range(world)]
@@ -69,9 +69,9 @@ def releases(dirs: list[str]) -> None:
             n = len(_requests(s)[0])
             print(f"| {cell['deepspeed']} | {world} | {eff.get('offload_optimizer')} | {n} | {_f(worst['requested'])} "
                   f"| {_f(worst['held'])} | {_f((worst['held'] or 0) - (worst['requested'] or 0))} "
-                  f"| {_f(worst['register'])} | {_f(worst['knob'])} |")
-    print("\nB/param of the whole model, the rank with the most held (every rank holds its partition: with N ranks "
-          "the per-parameter figures are ~1/N of one rank's).")
+                  f"| {_f(worst['register'])} | {_f(worst['knob'])} "
+                  f"| {_f(sum(f['requested'] or 0 for f in figures))} | {_f(sum(f['held'] or 0 for f in figures))} |")
+    print("\nB/param of the whole model: the rank with the most held, and the node (every rank's summed).")
 
 
 def runs(paths: list[str]) -> None:
