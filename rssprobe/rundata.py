@@ -135,7 +135,23 @@ _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "end": {"status": (str,)},
     "error": {"message": (str,)},
     "usage_error": {"message": (str,)},
+    "pins": {"at": (str,), "requests": (list,), "freed": (list,)},
 }
+# a pin request's fields the analysis reads (rssprobe.worker.pins), and a free's
+_PIN_REQUEST = {"id": (int,), "bytes": (int, type(None)), "site": (str,), "line": (int,), "entry": (str,),
+                "role": (str, type(None))}
+_PIN_FREE = {"id": (int,), "seq": (int,)}
+
+
+def _pins_problem(event: dict[str, Any]) -> str | None:
+    for what, items, fields in (("request", event["requests"], _PIN_REQUEST), ("free", event["freed"], _PIN_FREE)):
+        for item in items:
+            if not isinstance(item, dict) or any(not isinstance(item.get(k), t) or isinstance(item.get(k), bool)
+                                                 for k, t in fields.items()):
+                return f"a pins event with a {what} that is not {', '.join(fields)}"
+            if what == "request" and item["bytes"] is not None and item["bytes"] < 0:
+                return "a pins event with a request of negative bytes"
+    return None
 
 
 def event_problem(event: Any) -> str | None:
@@ -151,7 +167,7 @@ def event_problem(event: Any) -> str | None:
             return f"a {kind} event without {'a valid ' if name in event else ''}'{name}'"
     if kind == "trim_at_end" and not all(isinstance(event[k].get("rss"), _NUM) for k in ("before", "after")):
         return "a trim_at_end event without 'rss' before and after"
-    return None
+    return _pins_problem(event) if kind == "pins" else None
 
 
 @dataclass

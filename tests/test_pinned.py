@@ -211,3 +211,20 @@ def test_the_h200_runs_read_back_as_measured(h200: Path) -> None:
     assert "pinned.held_predicted" not in s["metrics"]
     out = rssprobe("show", str(run), check=True).stdout
     assert "the allocator's held bytes" in out and "PREDICTED" not in out
+
+
+def test_a_damaged_pins_event_makes_the_run_incomplete_not_a_traceback(tiny_baseline: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "damaged"
+    shutil.copytree(tiny_baseline, run)
+    lines = (run / "events.jsonl").read_text().splitlines()
+    i = next(i for i, line in enumerate(lines) if json.loads(line)["event"] == "pins")
+    event = json.loads(lines[i])
+    event["requests"][0]["bytes"] = "lots"
+    lines[i] = json.dumps(event)
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    proc = rssprobe("show", str(run), "--format", "json")
+    assert "Traceback" not in proc.stderr
+    s = json.loads(proc.stdout)
+    assert s["status"] == "incomplete" and "pins event with a request" in s["error"]

@@ -22,7 +22,8 @@ HEADLINE = ("init.rss", "init.peak", "first_step.rss", "first_step.peak", "stead
             "steady.glibc_in_use", "steady.glibc_free", "budget.live", "budget.rss_above_baseline",
             "budget.unexplained", "budget.glibc_free_retained", "budget.not_attributed",
             "budget.rss_after_trim_above_baseline")
-GROUPS = (("phases", HEADLINE), ("roles", ("role.", "zero3.")), ("parts", ("part.",)), ("node", ("node.",)),
+GROUPS = (("phases", HEADLINE), ("roles", ("role.", "zero3.")), ("pinned", ("pinned.",)), ("parts", ("part.",)),
+          ("node", ("node.",)),
           ("sites", ("site.",)))
 # What decides a verdict by default: the low-noise figures. Raw RSS of identical runs differs
 # by up to +-4 B/param (glibc retention); RSS after a final malloc_trim agrees within ~1 MiB

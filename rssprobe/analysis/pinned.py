@@ -24,8 +24,8 @@ INTERNAL_NOTE = ("torch's own small pinned blocks (non_blocking device-to-host c
 def alloc_conf(config: dict[str, Any], manifest: dict[str, Any]) -> str | None:
     """The alloc conf the worker's torch read: PYTORCH_ALLOC_CONF before PYTORCH_CUDA_ALLOC_CONF (torch >= 2.9
     reads the first, the second is its older name); runs without the worker's record: the scenario's."""
-    env = config.get("env") or {}
-    if env:
+    env = config.get("env")
+    if isinstance(env, dict) and env:
         return env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF")
     return (manifest.get("scenario") or {}).get("torch_alloc_conf")
 
@@ -33,7 +33,7 @@ def alloc_conf(config: dict[str, Any], manifest: dict[str, Any]) -> str | None:
 def _ops(requests: list[dict[str, Any]], freed: list[dict[str, int]]) -> list[tuple[Any, ...]]:
     """Allocations and frees in the order they happened (request ids and free numbers share one counter)."""
     timeline: list[tuple[int, tuple[Any, ...]]] = [
-        (r["id"], ("alloc", r["id"], r["bytes"] or 0, r.get("via", "torch"))) for r in requests]
+        (r["id"], ("alloc", r["id"], r["bytes"] or 0, str(r.get("via", "torch")))) for r in requests]
     timeline += [(f["seq"], ("free", f["id"])) for f in freed]
     return [op for _seq, op in sorted(timeline, key=lambda x: x[0])]
 
@@ -45,7 +45,10 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     measured_held = _measured_held(last_step, manifest)
     if not pin_events and measured_held is None:
         return None
-    config = next((e["config"] for e in pin_events if "config" in e), {})
+    config = next((e["config"] for e in pin_events if isinstance(e.get("config"), dict)), {})
+    for key, kind in (("env", dict), ("pin_memory_effective", dict), ("entries", list)):
+        if not isinstance(config.get(key), kind):  # a damaged record: what it said is not known
+            config = {**config, key: None}
     requests = [r for e in pin_events for r in e["requests"]]
     freed = [f for e in pin_events for f in e["freed"]]
     gone = {f["id"] for f in freed}
@@ -60,9 +63,9 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
 
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for r in requests:
-        key = (r.get("role") or ("(freed before it was read)" if r["id"] in gone else "(no census role)"),
-               r["site"])
-        where = f"{'.'.join(r.get('function', r['site']).replace('<locals>.', '').split('.')[-2:])}:{r['line']}"
+        key = (r.get("role") or ("(freed before it was read)" if r["id"] in gone else "(no census role)"), r["site"])
+        function = str(r.get("function") or r["site"]).replace("<locals>.", "")
+        where = f"{'.'.join(function.split('.')[-2:])}:{r['line']}"
         row = rows.setdefault(key, {"role": key[0], "site": key[1], "where": where, "entry": r["entry"], "requests": 0,
                                     "requested": 0, "held_predicted": 0, "reused": 0, "freed": 0,
                                     "held_measured": 0 if on_cuda else None, "via": r.get("via", "torch")})
@@ -72,7 +75,9 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
         row["reused"] += r["id"] in p.reused
         row["freed"] += r["id"] in gone
         if on_cuda:
-            row["held_measured"] += (r.get("block") or {}).get("bytes", 0)
+            block = r.get("block")
+            row["held_measured"] += block["bytes"] if isinstance(block, dict) and isinstance(block.get("bytes"), int) \
+                else 0
     out_rows = sorted(rows.values(), key=lambda row: -row["requested"])
     for row in out_rows:
         for k in ("requested", "held_predicted", "held_measured"):
@@ -98,7 +103,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
                  "reuse_checks_size": rule.reuse_checks_size},
         "pin_memory": {"scenario": zero.get("pin_memory", True) if zero else None,
                        "effective": config.get("pin_memory_effective")},
-        "ds_pin_backend": (config.get("env") or {}).get("DS_PIN_MEMORY_BACKEND"),
+        "ds_pin_backend": (config["env"] or {}).get("DS_PIN_MEMORY_BACKEND"),
         "entries": config.get("entries"), "rows": out_rows, "totals": totals, "undersized_reuse": p.undersized,
         "not_predicted": INTERNAL_NOTE,
     }
@@ -110,7 +115,8 @@ def _measured_held(last_step: dict[str, Any] | None, manifest: dict[str, Any]) -
     if host.get("held") is None:
         return None
     register = (manifest.get("effects") or {}).get("pin.register") or {}
-    return host["held"] + register.get("registered_bytes", 0) - register.get("unregistered_bytes", 0)
+    held = [register.get(k, 0) for k in ("registered_bytes", "unregistered_bytes")]
+    return host["held"] + (held[0] - held[1] if all(isinstance(v, int) for v in held) else 0)
 
 
 def metrics(view: dict[str, Any] | None) -> dict[str, float]:
