@@ -21,7 +21,8 @@ def prepare(scenario_ref: str, out: Path, world_size: int, sets: list[str], patc
                                                     patches=specs, out=out))
     env = prepared.env
     run_dir = shlex.quote(str(prepared.run_dir.path.resolve()))
-    exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "TORCH_EXTENSIONS_DIR"))
+    exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "TORCH_EXTENSIONS_DIR",
+                                                             "PYTORCH_CUDA_ALLOC_CONF") if k in env)
     return (f"prepared {run_dir} for {world_size} ranks. On every node (same torch and DeepSpeed):\n\n"
             f"  export {exports}\n"
             f"  torchrun --nnodes NODES --nproc-per-node RANKS_PER_NODE --rdzv-backend c10d \\\n"

@@ -20,7 +20,8 @@ def pin_memory_line(s: dict[str, Any]) -> str | None:
     told = view["pin_memory"]["scenario"]
     effective = view["pin_memory"]["effective"] or {}
     chosen = "unset: DeepSpeed's own default" if told is None else f"{str(told).lower()} (the scenario's)"
-    used = ", ".join(f"{k}.pin_memory {str(v).lower()}" for k, v in effective.items() if v is not None) or NA
+    used = ", ".join(f"{k}.pin_memory {str(v).lower()}" for k, v in effective.items() if v is not None) \
+        or "(not recorded)"
     conf = view["alloc_conf"] or "unset"
     return f"zero.pin_memory: {chosen}; DeepSpeed used {used}; PYTORCH_CUDA_ALLOC_CONF {conf}"
 
