@@ -7,6 +7,7 @@ runs, so compared exactly or within what the rule leaves out, never within RSS n
 
 from __future__ import annotations
 
+import functools
 import json
 import tarfile
 from pathlib import Path
@@ -19,7 +20,11 @@ from rssprobe.analysis.compare import GATED
 from rssprobe.analysis.pinned import _ops
 from rssprobe.analysis.pinrule import MIB, Rule, power_of_two_ceil, predict
 
-from .conftest import STEADY_GLIBC, rssprobe, summary
+from .conftest import STEADY_GLIBC, rssprobe
+from .conftest import summary as _summary
+
+# `rssprobe show` of a run costs a process start: once per run for the tests that only read it
+summary = functools.lru_cache(maxsize=None)(_summary)
 
 H200_RUNS = Path(__file__).parents[1] / "reports" / "gpu-check-h200" / "runs.tar.gz"
 KNOB = "pinned_max_round_threshold_mb:4"
