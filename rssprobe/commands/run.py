@@ -23,10 +23,11 @@ from . import common_args
 def command(scenario_ref: str, steps: int | None, overrides: tuple[str, ...], world_size: int | None,
             out: Path | None, baseline: bool, patched: bool, patches: tuple[str, ...], patch_files: tuple[Path, ...],
             allocator: str, malloc_env: tuple[str, ...], trim_at_end: bool, label: str | None, use_memray: bool,
-            repeat: int, env_ref: str | None, python: str | None) -> None:
+            repeat: int, env_ref: str | None, python: str | None, torch_alloc_conf: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker."""
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
-                               *([TRIM_AT_END] if trim_at_end else []))
+                               *([TRIM_AT_END] if trim_at_end else []),
+                               *common_args.alloc_conf_sets(torch_alloc_conf))
     started = run.start(run.Start(
         scenario_ref=scenario_ref, sets=sets, out=out, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import EXIT_TERMINATED, WORKER_SPEC, OptionError, parse, rank_log, worker_spec_problem
-from . import census, glibc, lifeline, memmap, procfs, training
+from . import census, glibc, lifeline, memmap, pins, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused
@@ -52,6 +52,7 @@ class Worker:
         self.engine: Any = None
         self.modules_seen: set[str] | None = None  # sys.modules at the previous census
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
+        self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
 
     def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
         """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
@@ -131,6 +132,7 @@ class Worker:
         for spec in self.spec["patches"]:
             name, options = parse(spec)
             REGISTRY[name](self.ctx, options)
+        self.pins = pins.start(torch, accelerator)  # outside the interventions: it sees what they return
         recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
         first_only = set(self.spec.get("sites_first_step_only", ()))
         for path, required in self.spec["sites"]:
@@ -155,10 +157,12 @@ class Worker:
                          world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
                          effects=self.ctx.effects, **self.probe(smaps=True, rss=interval.rss1))
+        self.emit_pins("init", force=True)
         self.census("after_init")
 
         self.train(recorder)
 
+        self.emit_pins("end")
         self.census("end")
         if self.scenario["probes"]["trim_at_end"]:
             before = self.probe()
@@ -182,6 +186,8 @@ class Worker:
     def _step(self, recorder: SiteRecorder, step: int, x: Any) -> None:
         engine, scenario = self.engine, self.scenario
         self.ctx.step = step
+        if self.pins is not None:
+            self.pins.step = step
         alternate = scenario["probes"].get("alternate", False)
         self.probes_on = recorder.enabled = not (alternate and step % 2 == 0)
         recorder.light = step > 1 and scenario["probes"].get("steady_sites") == "light"
@@ -206,8 +212,14 @@ class Worker:
                          loss=float(loss.detach()), **({"probes_on": self.probes_on} if alternate else {}),
                          **self.probe(smaps=self.probes_on, rss=step_interval.rss1),
                          **({"gathered": gathered} if gathered.get("after_step") is not None else {}))
+        self.emit_pins(f"step {step}")
         if step == 1:
             self.census("after_first_step")
+
+    def emit_pins(self, at: str, force: bool = False) -> None:
+        if self.pins is not None:
+            self.pins.emit(self.events, at, getattr(self.engine, "optimizer", None), self.scenario["zero"]["stage"],
+                           force)
 
     def _part(self, parts: dict[str, dict[str, int]], name: str, fn: Any) -> Any:
         if not (self.scenario["probes"]["parts"] and self.probes_on):
