@@ -4,12 +4,14 @@ Both sides import it and nothing of each other. It holds
 
 * the format version every file rssprobe writes carries (FORMAT_VERSION; a file without one is format 0);
 * the run directory's file names;
-* the event kinds and their fields, as TypedDicts: the worker's writer refuses an event that does not match
-  its kind (event_problem), the orchestrator's reader leaves out and reports a line that does not;
+* the event kinds and their fields, as TypedDicts (and the items of a list field, EVENT_ITEMS): the worker's
+  writer refuses an event that does not match its kind (event_problem), the orchestrator's reader leaves out
+  and reports a line that does not (a run with such a line is incomplete: store/judgement.py);
 * the manifest and worker.json (Manifest, WorkerSpec), each defined once;
 * the names both sides share: census roles (data/roles.toml), memory-map parts and their metric keys,
   glibc's in-use formula, the interventions (names, options, counters, sets: their implementations live in
-  the worker and register by these names), the environment variables, exit codes and the steady glibc knob;
+  the worker and register by these names), the environment variables (torch's allocator setting among them,
+  and how the worker's torch answers for it), exit codes and the steady glibc knob;
 * the lifeline both sides keep: a child dies with its parent, a session is ended whole.
 
 A field added to an event, or a new event kind, is declared here first (README: "The contract").
@@ -101,6 +103,24 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: by Ctrl-C
 # glibc's dynamic mmap threshold makes identical runs retain different amounts (+-4 B/param of raw RSS, in
 # 8-32 MiB jumps); workflows that compare versions fix it unless told otherwise (README, "Noise")
 STEADY_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+# torch's allocator settings (--torch-alloc-conf, the scenario's torch_alloc_conf): the worker is given the first;
+# torch >= 2.9 reads the second before it, so an inherited one is removed from the worker's environment
+TORCH_ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+TORCH_ALLOC_CONF_NEWER_ENV = "PYTORCH_ALLOC_CONF"
+# `python -m rssprobe.worker.allocconf CONF KEYS` (the worker's torch asked before a run) prints its answer
+# (AllocConfAnswer, JSON) on the line that starts with this
+ALLOC_CONF_ANSWER = "RSSPROBE-ALLOC-CONF "
+
+
+class AllocConfAnswer(TypedDict):
+    """How a torch parses an allocator setting (rssprobe.worker.allocconf; run/preflight.py reads it)."""
+
+    torch: str  # its version without the local part ("2.13.0")
+    build: str  # torch.__version__ whole ("2.13.0+cpu")
+    cuda_build: bool
+    parser: bool  # this torch has a setter that parses the setting
+    error: str | None  # torch's own refusal, first line; None: it took the setting
+    known: dict[str, bool] | None  # a CPU build: key -> whether its parser knows it (None: not asked)
 
 IN_USE = ("uordblks", "hblkhd")  # small chunks in use + mmapped chunks: what the program holds
 
@@ -251,6 +271,7 @@ class Intervention:
 
 FLOAT_SCALE = "pr8132.float-scale"
 MALLOC_TRIM = "pr8132.malloc-trim"
+PIN_REGISTER = "pin.register"
 INJECT = "testing.inject"
 LITTER = "testing.litter"
 HOLD = "testing.hold"
@@ -266,6 +287,10 @@ INTERVENTIONS: dict[str, Intervention] = {i.name: i for i in [
                  "multiply (CPU offload only)", counter="float_conversions"),
     Intervention(MALLOC_TRIM, "PR #8132 part 2: malloc_trim(0) once per param group / subgroup on its first CPU "
                  "Adam step", counter="trims"),
+    Intervention(PIN_REGISTER, "DeepSpeed's pinned buffers allocated pageable (page-aligned) and registered at "
+                 "their exact size with cudaHostRegister, unregistered when the storage is freed, instead of torch's "
+                 "power-of-two caching host allocator (CUDA only; on the CPU accelerator a no-op, counted "
+                 "did_not_apply)", counter="registered"),
     Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (or a fixed mib MiB, whatever the "
                  "size) touched, inside a site on one step, kept (mode=retained) or freed before it returns "
                  "(mode=transient)", counter="injections", testing=True, options=(
@@ -486,6 +511,37 @@ class TrimAtEnd(Event):
     released_any: NotRequired[int | None]  # malloc_trim's own answer; None: not glibc's to call
 
 
+class PinRequest(TypedDict):
+    """One pin request (rssprobe.worker.pins): the DeepSpeed code that asked, the bytes CUDA would pin."""
+
+    id: int  # request ids and frees' seq share one counter: their order is the order things happened
+    entry: str  # the entry point called: accelerator.pin_memory, Tensor.pin_memory, ...
+    site: str  # module.qualname of the DeepSpeed frame that asked
+    line: int
+    bytes: int | None  # the returned tensor's storage span; None when the call raised
+    role: NotRequired[str | None]  # the census role holding the storage when the request was emitted
+    function: NotRequired[str]
+    step: NotRequired[int]  # 0: during deepspeed.initialize
+    storage_ptr: NotRequired[int | None]
+    via: NotRequired[str]  # torch (the caching host allocator) | native (DeepSpeed's own) | register (pin.register)
+    raised: NotRequired[str]  # the call raised (a CPU-only torch cannot pin): its first line
+    block: NotRequired[dict[str, Any]]  # CUDA: the mapping holding it (bytes, perms, mapping, shared)
+
+
+class PinFree(TypedDict):
+    id: int  # the request whose storage was freed
+    seq: int
+
+
+class Pins(Event):
+    """The pin requests made and the storages freed since the previous pins event."""
+
+    at: str  # init | step N | end
+    requests: list[PinRequest]
+    freed: list[PinFree]
+    config: NotRequired[dict[str, Any]]  # the first one: accelerator, entries, pin_memory_effective, env, ...
+
+
 class End(Event):
     status: str  # ok | interrupted | terminated
     effects: NotRequired[dict[str, Any]]
@@ -506,7 +562,11 @@ EVENT_KINDS: dict[str, type] = {
     "phase": Phase, "hello": Hello, "overlay": Overlay, "compiling": Compiling, "model_imports": ModelImports,
     "model": Model, "script_engine": ScriptEngine,
     "sites": SitesInstalled, "partition": Partition, "init": Init, "step": Step, "inrun": InRun, "census": Census,
-    "trim_at_end": TrimAtEnd, "end": End, "error": Error, "usage_error": UsageError,
+    "trim_at_end": TrimAtEnd, "pins": Pins, "end": End, "error": Error, "usage_error": UsageError,
+}
+# list fields whose items have a declared shape too: kind -> field -> (what one item is called, its shape)
+EVENT_ITEMS: dict[str, dict[str, tuple[str, type]]] = {
+    "pins": {"requests": ("request", PinRequest), "freed": ("free", PinFree)},
 }
 
 
@@ -534,6 +594,8 @@ def _shape(kind: type) -> _Shape:
 
 
 EVENT_SHAPES: dict[str, _Shape] = {name: _shape(kind) for name, kind in EVENT_KINDS.items()}
+ITEM_SHAPES: dict[str, dict[str, tuple[str, _Shape]]] = {
+    kind: {name: (word, _shape(item)) for name, (word, item) in items.items()} for kind, items in EVENT_ITEMS.items()}
 
 
 def _wrong(value: Any, allowed: tuple[type, ...]) -> bool:
@@ -551,14 +613,28 @@ def event_problem(event: Any, strict: bool = False) -> str | None:
     shape = EVENT_SHAPES.get(kind)
     if shape is None:
         return f"an undeclared event kind {kind!r} (declare it in rssprobe.contract)" if strict else None
-    for name, allowed in shape.types.items():
-        if name not in event:
-            if name in shape.required:
-                return f"a {kind} event without '{name}'"
-        elif _wrong(event[name], allowed):
-            return f"a {kind} event without a valid '{name}'"
+    problem = _fields_problem(event, shape)
+    if problem:
+        return f"a {kind} event {problem}"
+    for name, (word, item_shape) in ITEM_SHAPES.get(kind, {}).items():
+        for item in event[name]:
+            problem = _fields_problem(item, item_shape) if isinstance(item, dict) else "that is not an object"
+            if problem:
+                return f"a {kind} event with a {word} {problem}"
     if kind == "trim_at_end" and not all(isinstance(event[k].get("rss"), (int, float)) for k in ("before", "after")):
         return "a trim_at_end event without 'rss' before and after"
+    if kind == "pins" and any(r["bytes"] is not None and r["bytes"] < 0 for r in event["requests"]):
+        return "a pins event with a request of negative bytes"
+    return None
+
+
+def _fields_problem(obj: dict[str, Any], shape: _Shape) -> str | None:
+    for name, allowed in shape.types.items():
+        if name not in obj:
+            if name in shape.required:
+                return f"without '{name}'"
+        elif _wrong(obj[name], allowed):
+            return f"without a valid '{name}'"
     return None
 
 

@@ -4,7 +4,7 @@ A figure is bytes per parameter above the run's own pre-model baseline unless it
 Each entry names a figure or a glob of figures and says
 
 * label    what a table calls it ("steady RSS"); short: a narrow column's heading ("steady")
-* group    the table diff and gate show it in (phases, roles, parts, node, sites); "" = JSON and gates only
+* group    the table diff and gate show it in (phases, roles, pinned, parts, node, sites); "" = JSON and gates only
 * gated    whether it decides a gate's verdict by default (the others inform)
 * exact    the same across identical runs (a census, a count) or near it (RSS after a final malloc_trim),
            as opposed to noisy: raw RSS of identical runs differs by up to +-4 B/param from glibc's
@@ -76,6 +76,17 @@ REGISTRY: tuple[Metric, ...] = (
       if f"{p}.{k}" not in {m.pattern for m in _HEADLINE_PHASES}),
     Metric("role.*", "live buffers of a census role", "roles", gated=True, exact=True),
     Metric("zero3.*", "ZeRO-3 16-bit weights left gathered (a count)", "roles", gated=True, exact=True),
+    # pinned host memory (analysis/pinned.py): DeepSpeed's pin requests and what torch's caching host allocator
+    # holds for them. Counts, not RSS readings: exact across identical runs. Not gated by default (gate them by
+    # name, --metric 'pinned.*'): on a CPU run the held and slack figures are a prediction for CUDA from
+    # rssprobe's model of torch's rule, not a measurement of the run (a new torch or a corrected rule moves them
+    # with no byte of memory changed), and the requested bytes are the very tensors role.* already gates
+    *(Metric(f"pinned.{name}", label, "pinned", exact=True) for name, label in (
+        ("requested", "pinned host memory requested (DeepSpeed's pin requests alive at the end)"),
+        ("held_predicted", "pinned host memory held, predicted for CUDA (torch's caching host allocator rule)"),
+        ("slack_predicted", "pinned host memory held beyond the requests, predicted for CUDA"),
+        ("held", "pinned host memory held on CUDA, measured (the host allocator's held bytes)"),
+        ("slack", "pinned host memory held on CUDA beyond the live pinned tensors, measured"))),
     Metric("part.*", "RSS of a memory-map part", "parts"),
     Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),
     Metric("site.*", "a code site's retained or peak bytes", "sites"),
@@ -86,7 +97,8 @@ REGISTRY: tuple[Metric, ...] = (
 HEADLINE: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.headline)
 GATED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.gated)
 EXACT: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.exact)
-TABLE_GROUPS = ("phases", "roles", "parts", "node", "sites")  # diff's and gate's tables, in order
+TABLE_GROUPS = ("phases", "roles", "pinned", "parts", "node", "sites")  # diff's and gate's tables, in order
+PINNED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.group == "pinned")
 # a campaign's table (matrix, plan): each cell's headline figures, and a patch's effect on the low-noise ones
 MATRIX_FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.live",
                   "budget.rss_after_trim_above_baseline")
@@ -163,6 +175,7 @@ def known(scenario: Scenario) -> list[str]:
     for name in scenario_mod.EVENTS:
         if getattr(scenario, name, None) is not None:
             names += [f"event.{name}.retained", f"event.{name}.anon_retained", f"event.{name}.peak"]
+    names += list(PINNED)
     registered(dict.fromkeys(names, 0.0))
     return names
 

@@ -16,7 +16,7 @@ from .. import contract
 from ..contract import NATIVE, glibc_in_use, partitioned_roles
 from ..store.judgement import INCOMPLETE
 from ..store.rundir import RunDir, read_native
-from . import inrun, metrics, modelinfo, stats
+from . import inrun, metrics, modelinfo, pinned, stats
 from .hostsplit import split as host_device_split
 from .metrics import short_name
 
@@ -297,7 +297,13 @@ class Summary:
                 if value is not None:
                     out[f"site.{row['name']}.{row['phase']}.{key}"] = value
         out.update(inrun.metrics(self.inrun_events(), self.growth()))
+        out.update(pinned.metrics(self.pinned()))
         return metrics.registered(out)
+
+    def pinned(self) -> dict[str, Any] | None:
+        """DeepSpeed's pin requests by role and site, CUDA's holding predicted (and on CUDA measured)."""
+        return pinned.summarize(self.by_kind.get("pins", []), self.manifest, self.steps[-1] if self.steps else None,
+                                self.census.get("end"), self.params)
 
     # ---- ZeRO stage ----------------------------------------------------------------------
     def zero(self) -> dict[str, Any]:
@@ -363,7 +369,7 @@ class Summary:
             "sites_first_step_only": self.sites_first_step_only(), "sites_steady": self.sites_steady(),
             "interventions": self.interventions(), "never_took_effect": self.never_took_effect(),
             "metrics": self.metrics(),
-            "events": self.inrun_events(), "growth": self.growth(),
+            "events": self.inrun_events(), "growth": self.growth(), "pinned": self.pinned(),
             "step_events": {str(k): v for k, v in inrun.step_marks(self.by_kind).items()},
             "native": self.native() if self.rank == 0 else None, "memray": bool(m.get("memray")),
             "world_size": m.get("world_size", 1), "rank": self.rank, "partition_params": self.partition_params,

@@ -6,6 +6,7 @@ library takes, raising UserError (one line, exit 2) on bad input.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +84,18 @@ def shard_option(f: F) -> F:
                         "directories with `rssprobe merge`.")(f)
 
 
+def alloc_conf_option(f: F) -> F:
+    return click.option("--torch-alloc-conf", "torch_alloc_conf", metavar="KEY:VALUE,...",
+                        help="PYTORCH_CUDA_ALLOC_CONF for the worker, e.g. pinned_max_round_threshold_mb:64 (checked "
+                             "against the worker's torch before any run; stored in the manifest); shortcut for "
+                             "--set torch_alloc_conf=...")(f)
+
+
+def alloc_conf_sets(value: str | None) -> list[str]:
+    """--torch-alloc-conf as the --set it stands for (a TOML string: commas and colons kept as given)."""
+    return [] if value is None else [f"torch_alloc_conf={json.dumps(value)}"]
+
+
 def fresh_option(f: F) -> F:
     return click.option("--fresh", is_flag=True, help="Start over: discard the runs a previous invocation left.")(f)
 
@@ -137,7 +150,7 @@ def configuration_options(f: F) -> F:
                      help="N fresh worker processes of the same configuration, stored as one run group."),
     ]):
         f = option(f)
-    return python_options(scenario_sets(f))
+    return python_options(scenario_sets(alloc_conf_option(f)))
 
 
 def script_options(f: F) -> F:

@@ -35,6 +35,7 @@ from .common_args import format_option, malloc_env_option
               help="Candidate applies this unified diff in an overlay (repeatable).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
 @malloc_env_option("glibc knob for the runs gate starts.")
+@common_args.alloc_conf_option
 @click.option("--metric", "metrics", multiple=True, metavar="PATTERN",
               help=f"Figures that decide (glob; default {', '.join(GATED)}).")
 @common_args.threshold_option()
@@ -47,7 +48,8 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
             candidate: str | None, do_run: bool, limits: Path | None, repeat: int, patched: bool,
             patches: tuple[str, ...], patch_files: tuple[Path, ...], overrides: tuple[str, ...],
             malloc_env: tuple[str, ...], metrics: tuple[str, ...], threshold: float, alpha: float,
-            junit_file: Path | None, fmt: str, force: bool, allow_different_scripts: bool) -> None:
+            junit_file: Path | None, fmt: str, force: bool, allow_different_scripts: bool,
+            torch_alloc_conf: str | None) -> None:
     """Decide pass / regression / undecided; exit 0 / 1 / 125 (SCENARIO may be --script PATH -- ARGS)."""
     scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
@@ -55,7 +57,8 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
     result = gate.gate(gate.GateRequest(
         scenario_ref=scenario_ref or scenario_opt, reference=reference, candidate=candidate, run=do_run,
         limits=limits, repeat=repeat, patched=patched, patches=list(patches), patch_files=list(patch_files),
-        sets=[*script_sets, *overrides], malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
+        sets=[*script_sets, *overrides, *common_args.alloc_conf_sets(torch_alloc_conf)],
+        malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
         threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
         allow_different_scripts=allow_different_scripts))
     published.show(result.kind, result.data, result.cases, fmt, junit_file)

@@ -33,6 +33,7 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--allocator", "allocators", multiple=True, metavar="A[,A...]", help="glibc, jemalloc, tcmalloc.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Runs per cell.")
 @scenario_sets
+@common_args.alloc_conf_option
 @click.option("--out", type=click.Path(path_type=Path), help="Matrix directory (default reports/matrix/<name>).")
 @click.option("--dry-run", is_flag=True, help="List the cells and what is already done; run nothing.")
 @click.option("--retry-failed", is_flag=True, help="Run again the cells in which a run failed.")
@@ -47,13 +48,14 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
             patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int, steps: int | None,
             overrides: tuple[str, ...], out: Path | None, dry_run: bool, retry_failed: bool, fresh: bool,
             python: str | None, shard: str | None, malloc_env: tuple[str, ...], find_links: tuple[str, ...],
-            index_url: str | None, fmt: str) -> None:
+            index_url: str | None, fmt: str, torch_alloc_conf: str | None) -> None:
     """Run SCENARIO over the cartesian product of versions, patches and allocators; one table at the end.
 
     With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/config/plan.py)."""
     scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if plan_file is not None:
-        if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python:
+        if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python \
+                or torch_alloc_conf:
             raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
                                    "--out, --dry-run, --optional, --retry-failed, --fresh, --shard, --format and "
                                    "pip options")
@@ -63,7 +65,8 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
         raise click.UsageError("give SCENARIO or --plan FILE")
     else:
         outcome = matrix.run(matrix.MatrixRequest(
-            scenario_ref=scenario_ref, sets=common_args.sets_of((*script_sets, *overrides), steps),
+            scenario_ref=scenario_ref,
+            sets=common_args.sets_of((*script_sets, *overrides), steps, *common_args.alloc_conf_sets(torch_alloc_conf)),
             torch=list(torch_versions), deepspeed=list(ds_versions), patches=list(patches),
             allocators=list(allocators), repeat=repeat, out=out, dry_run=dry_run, retry_failed=retry_failed,
             fresh=fresh, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),

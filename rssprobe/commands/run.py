@@ -23,14 +23,16 @@ from . import common_args
 def command(args: tuple[str, ...], script: Path | None, steps: int | None, overrides: tuple[str, ...],
             world_size: int | None, out: Path | None, baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], trim_at_end: bool,
-            label: str | None, use_memray: bool, repeat: int, env_ref: str | None, python: str | None) -> None:
+            label: str | None, use_memray: bool, repeat: int, env_ref: str | None, python: str | None,
+            torch_alloc_conf: str | None) -> None:
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker, or a DeepSpeed
     training script: --script train.py -- ARGS (its optimizer steps are the run's steps)."""
     scenario_ref, script_sets = common_args.scenario_or_script(args, script)
     assert scenario_ref is not None
     sets = common_args.sets_of([*script_sets, *overrides], steps,
                                *([f"world_size={world_size}"] if world_size is not None else []),
-                               *([TRIM_AT_END] if trim_at_end else []))
+                               *([TRIM_AT_END] if trim_at_end else []),
+                               *common_args.alloc_conf_sets(torch_alloc_conf))
     started = run.start(run.Start(
         scenario_ref=scenario_ref, sets=sets, out=out, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),

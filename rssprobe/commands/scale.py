@@ -27,10 +27,10 @@ def command(scenario_ref: str, params_text: str, steps: int | None, overrides: t
             world_size: int | None, baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
             repeat: int, env_ref: str | None, python: str | None, out: Path | None, fresh: bool, shard: str | None,
-            fmt: str) -> None:
+            fmt: str, torch_alloc_conf: str | None) -> None:
     """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params."""
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
-                               TRIM_AT_END)
+                               TRIM_AT_END, *common_args.alloc_conf_sets(torch_alloc_conf))
     outcome = scale.sweep(scale.parse_sizes(params_text), Start(
         scenario_ref=scenario_ref, sets=sets, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),

@@ -29,6 +29,7 @@ from ..errors import UserError, from_validation
 from ..store.reader import read_text
 from . import hfconfig
 from .script import check_file, check_overrides, raw_scenario
+from .torch_alloc_conf import split as split_alloc_conf
 
 
 class _Strict(BaseModel):
@@ -111,7 +112,9 @@ class Zero(_Strict):
     stage: int = 2
     offload_optimizer: Literal["cpu"] = "cpu"
     offload_param: Literal["cpu"] | None = Field(None, description="stage 3 only: partitioned bit16 params on the CPU")
-    pin_memory: bool = True
+    pin_memory: bool | None = Field(
+        None, description="offload_optimizer/offload_param pin_memory; unset (or \"default\"): DeepSpeed's own default "
+                          "(false before 0.19.5, true from it)")
     contiguous_gradients: bool = True
     overlap_comm: bool = False
     reduce_bucket_size: int = Field(500_000_000, gt=0)
@@ -121,6 +124,11 @@ class Zero(_Strict):
     stage3_prefetch_bucket_size: int | None = Field(None, ge=0)
     stage3_max_reuse_distance: int | None = Field(None, ge=0)
     stage3_param_persistence_threshold: int | None = Field(None, ge=0)
+
+    @field_validator("pin_memory", mode="before")
+    @classmethod
+    def _pin_default(cls, v: Any) -> Any:
+        return None if v == "default" else v
 
     @field_validator("stage")
     @classmethod
@@ -142,6 +150,10 @@ class Zero(_Strict):
         if v is not None and stage is not None and stage != 3:
             raise ValueError(f"applies to ZeRO stage 3 only (this scenario is stage {stage})")
         return v
+
+    def pinning(self) -> dict[str, bool]:
+        """The offload tables' pin_memory, absent when unset (DeepSpeed then applies its own default)."""
+        return {} if self.pin_memory is None else {"pin_memory": self.pin_memory}
 
 
 class Optimizer(_Strict):
@@ -216,6 +228,9 @@ class Scenario(_Strict):
     grad_accum_steps: int = Field(1, gt=0)
     seed: int = 0
     world_size: int = Field(1, gt=0, description="ranks on this machine (torchrun); gloo on CPU, NCCL on GPUs")
+    torch_alloc_conf: str | None = Field(
+        None, description="PYTORCH_CUDA_ALLOC_CONF for the worker (KEY:VALUE,...; --torch-alloc-conf); checked against "
+                          "the worker's torch before any run")
     timeout_s: float = Field(900, gt=0)
     model: Model
     zero: Zero = Field(default_factory=Zero)
@@ -226,6 +241,13 @@ class Scenario(_Strict):
     eval: Eval | None = None
     reinit: Reinit | None = None
     script: Script | None = None
+
+    @field_validator("torch_alloc_conf")
+    @classmethod
+    def _alloc_conf(cls, v: str | None) -> str | None:
+        if v is not None:
+            split_alloc_conf(v)  # ValueError: not KEY:VALUE,...
+        return v
 
     @model_validator(mode="after")
     def _events_fit(self) -> Scenario:
@@ -256,7 +278,7 @@ class Scenario(_Strict):
             "steps_per_print": 10**9,
             "zero_optimization": {
                 "stage": z.stage,
-                "offload_optimizer": {"device": z.offload_optimizer, "pin_memory": z.pin_memory},
+                "offload_optimizer": {"device": z.offload_optimizer, **z.pinning()},
                 "contiguous_gradients": z.contiguous_gradients,
                 "overlap_comm": z.overlap_comm,
                 "reduce_bucket_size": z.reduce_bucket_size,
@@ -267,7 +289,7 @@ class Scenario(_Strict):
         }
         zero = config["zero_optimization"]
         if z.offload_param is not None:
-            zero["offload_param"] = {"device": z.offload_param, "pin_memory": z.pin_memory}
+            zero["offload_param"] = {"device": z.offload_param, **z.pinning()}
         zero.update({k: getattr(z, k) for k in STAGE3_KNOBS if getattr(z, k) is not None})
         if self.precision == "bf16":
             config["bf16"] = {"enabled": True}

@@ -72,6 +72,9 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
     out.append(_rows(Table("Phases and budget (bytes per parameter)", columns), comps.get("phases", [])))
     out.append(_rows(Table("Live-buffer roles, ZeRO-3 gathered weights (bytes per parameter)", columns),
                      comps.get("roles", [])))
+    if comps.get("pinned"):
+        out.append(_rows(Table("Pinned host memory (bytes per parameter; *_predicted: for CUDA, not measured)",
+                               columns), comps["pinned"]))
     if comps.get("node"):
         out.append(_rows(Table("The node: every rank summed, absolute (bytes per parameter of the model)", columns),
                          comps["node"]))

@@ -7,6 +7,7 @@ from typing import Any
 from ..analysis.metrics import short_name
 from .inrunviews import inrun_tables
 from .modelviews import model_lines, tensors_note
+from .pinviews import pin_memory_line, pinned_table
 from .table import NA, Table, bpp, mib
 
 __all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tables", "zero_line"]
@@ -35,6 +36,9 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         + ("" if glibc.get("available", True) else f"  (mallinfo2 not available: {glibc.get('reason')})"),
         f"CUDA: {s.get('cuda')}",
     ]
+    pin_line = pin_memory_line(s)
+    if pin_line:
+        lines.append(pin_line)
     if s.get("never_took_effect"):
         lines.append(f"WARNING: requested patch never took effect: {', '.join(s['never_took_effect'])} "
                      "(this run proves nothing about it)")
@@ -240,6 +244,6 @@ def group_table(data: dict[str, Any]) -> Table:
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), gathered_table(s),
+    tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), gathered_table(s), pinned_table(s),
               sites_table(s, all_sites), *inrun_tables(s), interventions_table(s), native_table(s)]
     return [t for t in tables if t is not None and t.rows]

@@ -3,8 +3,9 @@
 The worker's Python finds this very rssprobe first on its path (PACKAGE_PARENT), whatever is installed in
 it; its bin directory comes first on PATH (ninja for JIT-compiled ops lives there in a venv). A worker also
 gets its compiled-ops cache, the orchestrator's pid for its lifeline, rendezvous variables, the allocator
-(LD_PRELOAD), ccache behind op builds and the run's glibc knobs; a transformers model's worker the Hugging Face
-hubs switched off (it builds from a config: nothing is ever downloaded). A short probe of the worker's Python
+(LD_PRELOAD), ccache behind op builds, the run's glibc knobs and torch's allocator setting
+(PYTORCH_CUDA_ALLOC_CONF, from --torch-alloc-conf or the scenario); a transformers model's worker the Hugging
+Face hubs switched off (it builds from a config: nothing is ever downloaded). A short probe of the worker's Python
 (preflight's site check, doctor's self-check, make bench's import cost) gets the same path and the CPU
 accelerator unless told otherwise.
 """
@@ -15,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from ..contract import ORCHESTRATOR_ENV
+from ..contract import ORCHESTRATOR_ENV, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
 from . import compilecache, host
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the directory that holds this rssprobe package
@@ -45,8 +46,14 @@ def probe(python: str) -> dict[str, str]:
     return {**base(python), "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu")}
 
 
+def alloc_conf_probe(python: str) -> dict[str, str]:
+    """A probe that asks the worker's torch about an allocator setting: the setting under test is its argument,
+    never one this process inherited (torch would parse that at import)."""
+    return {k: v for k, v in probe(python).items() if k not in (TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV)}
+
+
 def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, str], torch_version: str,
-           ds_version: str, hub_offline: bool = False) -> dict[str, str]:
+           ds_version: str, torch_alloc_conf: str | None = None, hub_offline: bool = False) -> dict[str, str]:
     """Everything one run's worker (or torchrun and its ranks) gets; `hub_offline` for a transformers model."""
     env = base(python)
     env["TORCH_EXTENSIONS_DIR"] = str(host.ops_cache_dir(python, torch_version, ds_version))
@@ -64,4 +71,7 @@ def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, s
     if hub_offline:
         env.update(HUB_OFFLINE)
     env.update(malloc_env)
+    if torch_alloc_conf is not None:  # torch >= 2.9 would read PYTORCH_ALLOC_CONF first: not inherited
+        env.pop(TORCH_ALLOC_CONF_NEWER_ENV, None)
+        env[TORCH_ALLOC_CONF_ENV] = torch_alloc_conf
     return env

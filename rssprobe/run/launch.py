@@ -56,7 +56,8 @@ class RunResult:
 
 def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[str, str]:
     return environment.worker(req.python, req.scenario.world_size, req.allocator, req.malloc_env, torch_version,
-                              ds_version, hub_offline=req.scenario.model.kind == "transformers")
+                              ds_version, req.scenario.torch_alloc_conf,
+                              hub_offline=req.scenario.model.kind == "transformers")
 
 
 def worker_command(req: RunRequest, run_dir: RunDir, port: str) -> list[str]:
@@ -118,6 +119,7 @@ class Prepared:
 def prepare(req: RunRequest) -> Prepared:
     """Everything that can fail on bad input fails here, before any process starts."""
     preflight.check_sites(req.scenario, req.patches, req.python, overlay=bool(req.patch_files))
+    preflight.check_alloc_conf(req.scenario.torch_alloc_conf, req.python)
     other_python = None if req.python == sys.executable else req.python
     torch_version = host.package_version("torch", other_python)
     ds_version = host.package_version("deepspeed", other_python)

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from ..config import patchsets, scenario
+from ..contract import TORCH_ALLOC_CONF_ENV
 from . import environment, launch
 
 
@@ -23,7 +24,8 @@ def prepare(scenario_ref: str, out: Path, world_size: int, sets: list[str], patc
     env = prepared.env
     run_dir = shlex.quote(str(prepared.run_dir.path.resolve()))
     exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "TORCH_EXTENSIONS_DIR",
-                                                              *environment.HUB_OFFLINE) if k in env)
+                                                              TORCH_ALLOC_CONF_ENV, *environment.HUB_OFFLINE)
+                                                              if k in env)
     return (f"prepared {run_dir} for {world_size} ranks. On every node (same torch and DeepSpeed):\n\n"
             f"  export {exports}\n"
             f"  torchrun --nnodes NODES --nproc-per-node RANKS_PER_NODE --rdzv-backend c10d \\\n"

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from .. import contract
+from ..config import torch_alloc_conf
 from ..config.scenario import Scenario
 from ..contract import parse
 from ..errors import UserError
@@ -153,16 +157,50 @@ print("RSSPROBE-SITES " + json.dumps(out))
 """
 
 
+def _ask(python: str, argv: list[str], prefix: str, env: dict[str, str]) -> Any:
+    """Run argv in the worker's Python (`env`: this rssprobe first on its path) and read the JSON it prints
+    after `prefix`; None when it could not say."""
+    try:
+        proc = subprocess.run([python, *argv], capture_output=True, text=True, env=env, timeout=300,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(prefix)), None)
+    try:
+        return json.loads(line.removeprefix(prefix)) if line else None
+    except json.JSONDecodeError:  # a line cut short: it could not say
+        return None
+
+
 def _ask_python(python: str, paths: list[str]) -> dict[str, str]:
     """path -> why it is missing, by resolving the paths in the worker's Python (imports them)."""
-    env = environment.probe(python)
+    return _ask(python, ["-c", _ASK, json.dumps(paths)], "RSSPROBE-SITES ", environment.probe(python)) or {}
+
+
+@functools.lru_cache(maxsize=32)
+def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
+    """UserError (one line) unless the worker's torch accepts `conf` as PYTORCH_CUDA_ALLOC_CONF: torch itself is
+    asked (its own error message); a CPU build's unparsed keys are judged by the CUDA-only keys of its release."""
+    if conf is None:
+        return
+    flag = f"--torch-alloc-conf {conf}"
     try:
-        proc = subprocess.run([python, "-c", _ASK, json.dumps(paths)], capture_output=True, text=True, env=env,
-                              timeout=300, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RSSPROBE-SITES ")), None)
-    return json.loads(line.removeprefix("RSSPROBE-SITES ")) if line else {}
+        keys = torch_alloc_conf.split(conf)
+    except ValueError as e:
+        raise UserError(f"{flag}: {e}") from None
+    answer = _ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
+                  contract.ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
+    if answer is None:
+        raise UserError(f"{flag}: could not ask {python}'s torch how it parses the setting")
+    if answer["error"]:
+        raise UserError(f"{flag}: torch {answer['build']} refuses it: {answer['error']} (torch's own words)")
+    if answer["cuda_build"] and answer["parser"]:
+        return  # a CUDA build parsed all of it
+    for key in keys:
+        if not (answer["known"] or {}).get(key):
+            why = torch_alloc_conf.cuda_only_verdict(key, answer["torch"])
+            if why:
+                raise UserError(f"{flag}: {why}")
 
 
 def check_sites(scen: Scenario, patches: list[str], python: str = sys.executable, overlay: bool = False) -> None:

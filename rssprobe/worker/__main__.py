@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import EXIT_TERMINATED, WORKER_SPEC, OptionError, parse, rank_log, worker_spec_problem
-from . import census, glibc, lifeline, memmap, models, procfs, training
+from . import census, glibc, lifeline, memmap, models, pins, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused
@@ -55,6 +55,8 @@ class Worker:
         self.launcher_args: list[str] = []  # options a launcher appended (deepspeed's --local_rank=N)
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
         self.zero_stage = int(self.scenario["zero"].get("stage", 2))  # a script's: its engine's, once initialized
+        self.accelerator = "cpu"  # DeepSpeed's accelerator, once picked (start)
+        self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
 
     def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
         """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
@@ -124,7 +126,7 @@ class Worker:
         import torch
 
         self.torch = torch
-        accelerator = training.pick_accelerator()
+        self.accelerator = accelerator = training.pick_accelerator()
         import deepspeed
 
         versions = {"python": sys.version.split()[0], "torch": torch.__version__,
@@ -166,6 +168,7 @@ class Worker:
         for spec in self.spec["patches"]:
             name, options = parse(spec)
             REGISTRY[name](self.ctx, options)
+        self.pins = pins.start(self.torch, self.accelerator)  # outside the interventions: it sees what they return
         recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
         first_only = set(self.spec.get("sites_first_step_only", ()))
         for path, required in self.spec["sites"]:
@@ -191,11 +194,13 @@ class Worker:
                          world_size=int(os.environ.get("WORLD_SIZE", "1")))
         self.events.emit("init", time_s=init_s, peak=peak, entry_rss=interval.rss0, sites=sites, calls=calls,
                          effects=self.ctx.effects, **self.probe(smaps=True, rss=interval.rss1))
+        self.emit_pins("init", force=True)
         self.census("after_init")
         return engine
 
     def finish(self, **extra: Any) -> None:
-        """The end census, the optional final malloc_trim, the end event."""
+        """The pin requests, the end census, the optional final malloc_trim, the end event."""
+        self.emit_pins("end")
         self.census("end")
         if self.scenario["probes"]["trim_at_end"]:
             before = self.probe()
@@ -236,6 +241,8 @@ class Worker:
 
     def begin_step(self, recorder: SiteRecorder, step: int) -> None:
         self.ctx.step = step
+        if self.pins is not None:
+            self.pins.step = step
         probes = self.scenario["probes"]
         self.probes_on = recorder.enabled = not (probes.get("alternate", False) and step % 2 == 0)
         recorder.light = step > 1 and probes.get("steady_sites") == "light"
@@ -252,8 +259,13 @@ class Worker:
                          micro_steps=micro_steps, **({"probes_on": self.probes_on} if alternate else {}),
                          **self.probe(smaps=self.probes_on, rss=step_interval.rss1),
                          **({"gathered": gathered} if gathered.get("after_step") is not None else {}))
+        self.emit_pins(f"step {step}")
         if step == 1:
             self.census("after_first_step")
+
+    def emit_pins(self, at: str, force: bool = False) -> None:
+        if self.pins is not None:
+            self.pins.emit(self.events, at, getattr(self.engine, "optimizer", None), self.zero_stage, force)
 
     def _part(self, parts: dict[str, dict[str, int]], name: str, fn: Any) -> Any:
         if not (self.scenario["probes"]["parts"] and self.probes_on):

@@ -59,6 +59,20 @@ def _pinned(t: Any) -> bool:
         return False
 
 
+def role_tensors(zero_optimizer: Any, tensor_type: type, stage: int = 2) -> Iterator[tuple[str, Any, tuple[int, int]]]:
+    """(role, tensor, storage key) for every tensor the declared roles reach from the ZeRO optimizer, the last
+    role listed first, so that a caller keeping the last role it sees for a storage keeps the first listed."""
+    if zero_optimizer is None:
+        return
+    for role, paths in reversed(load_roles(stage)):
+        for path in paths:
+            for t in _walk(zero_optimizer, path.split(".")):
+                if isinstance(t, tensor_type):
+                    key = _storage_key(t)
+                    if key is not None and key[1] > 0:
+                        yield role, t, key
+
+
 def take(zero_optimizer: Any, torch_module: Any,
          stage: int = 2) -> tuple[dict[str, Any], list[tuple[int, int]], list[tuple[int, int]]]:
     """Role -> {allocated, resident, pinned, storages} for all live CPU tensor storages, device storages by
@@ -85,21 +99,13 @@ def take(zero_optimizer: Any, torch_module: Any,
         elif obj.device.type != "meta":
             on_device.setdefault((str(obj.device), *key), "other")
     del tensors
-    if zero_optimizer is not None:
-        for role, paths in reversed(load_roles(stage)):  # reversed: the first role listed wins
-            for path in paths:
-                for t in _walk(zero_optimizer, path.split(".")):
-                    if not isinstance(t, Tensor):
-                        continue
-                    key = _storage_key(t)
-                    if key is None or key[1] <= 0:
-                        continue
-                    if t.device.type == "cpu":
-                        if key not in storages and _pinned(t):
-                            pinned.add(key)
-                        storages[key] = role
-                    elif t.device.type != "meta":
-                        on_device[(str(t.device), *key)] = role
+    for role, t, key in role_tensors(zero_optimizer, Tensor, stage):
+        if t.device.type == "cpu":
+            if key not in storages and _pinned(t):
+                pinned.add(key)
+            storages[key] = role
+        elif t.device.type != "meta":
+            on_device[(str(t.device), *key)] = role
     roles: dict[str, dict[str, int]] = {}
     reader = Reader()
     try:  # in address order, so that neighbours share the reader's window of pagemap

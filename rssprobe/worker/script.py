@@ -248,7 +248,6 @@ class ScriptRun:
         def part(engine: Any, *args: Any, **kwargs: Any) -> Any:
             if name == "forward" and not (engine.training and run.w.torch.is_grad_enabled()):
                 return original(engine, *args, **kwargs)  # an eval forward: not a step of training
-                return original(engine, *args, **kwargs)
             run._open_step()
             assert run.step is not None
             if name == "backward" and args:

@@ -7,6 +7,9 @@
 # scale-default.md) and every run directory (runs.tar.gz): 7 files, within what a device call brings back.
 # Exit status: pytest's (5 = nothing ran), 124 = timed out, 3 = a package missing and no wheel for it,
 # 4 = no CUDA device (the CPU parts passed, tests/gpu skipped: nothing verified on a GPU).
+# EVIDENCE=pinned (reports/cuda-pinned.md, issue 22): GPU_CHECK_TESTS=tests/gpu/test_pinned_cuda.py and, after
+# them, evidence_pinned below instead of the check's own evidence; DeepSpeed releases' wheels in .whl/releases/
+# (not installed with the rest: one is put first on the path per release run).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -45,15 +48,58 @@ PY
         || return 3
     rm -rf "$TMPRUNS"
     timeout "${GPU_CHECK_TIMEOUT:-480}" "$PY" -m pytest -q -rs -p no:cacheprovider -s --basetemp "$TMPRUNS" \
-        tests/gpu tests/test_cudaprobe.py
+        ${GPU_CHECK_TESTS:-tests/gpu tests/test_cudaprobe.py}
     local rc=$?
     if ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
         echo "no CUDA device: tests/gpu were skipped, the CUDA path is NOT verified by this run"
         [ "$rc" -ne 0 ] && return $rc
         return 4
     fi
-    evidence
+    if [ "${EVIDENCE:-check}" = pinned ]; then evidence_pinned; else evidence; fi
     return $rc
+}
+
+# Issue 22 on a device, in priority order while time is left (EVIDENCE_S, default 340 s): the default scenario's
+# size sweep baseline / pin.register / the torch knob (refused, in one line, by a torch without it); the step
+# time of pin.register against the baseline, in alternated pairs; the pin table measured beside the prediction
+# of the same runs; then DeepSpeed 0.18.2 ... 0.19.8 with DeepSpeed's own pin_memory default.
+evidence_pinned() {
+    local deadline=$((SECONDS + ${EVIDENCE_S:-340})) runs=$TMPRUNS/runs0 rs=("$PY" -m rssprobe) left
+    local tables=("$PY" reports/cuda-pinned/tables.py) sizes=${SCALE_PARAMS:-8e6,33e6,134e6}
+    mkdir -p "$runs"
+    for what in baseline register knob; do
+        local extra=()
+        [ "$what" = register ] && extra=(--patch pin.register)
+        [ "$what" = knob ] && extra=(--torch-alloc-conf pinned_max_round_threshold_mb:1)
+        left=$((deadline - SECONDS)); [ "$left" -gt 40 ] || { echo "no time left for the $what sweep"; break; }
+        timeout "$left" "${rs[@]}" scale default --params "$sizes" --steps 4 "${extra[@]}" --out "$runs/scale-$what" \
+            --format markdown >"$OUT/scale-$what.md" 2>"$runs/scale-$what.log"
+        echo "scale $what: exit $? ($SECONDS s into the check); $(tail -1 "$runs/scale-$what.log")"
+    done
+    local pair=()
+    for i in 1 2 3; do  # A B, B A, A B: a drift of the machine favours neither
+        left=$((deadline - SECONDS)); [ "$left" -gt 40 ] || { echo "no time left for pair $i"; break; }
+        local order="baseline register"; [ "$i" = 2 ] && order="register baseline"
+        for what in $order; do
+            local extra=(); [ "$what" = register ] && extra=(--patch pin.register)
+            timeout "$((deadline - SECONDS))" "${rs[@]}" run default --steps 12 "${extra[@]}" \
+                --out "$runs/pair$i-$what" >"$runs/pair$i-$what.log" 2>&1
+        done
+        pair+=("$runs/pair$i-baseline" "$runs/pair$i-register")
+    done
+    [ "${#pair[@]}" -gt 0 ] && "${tables[@]}" pairs "${pair[@]}" >"$OUT/step-time-register.md" 2>&1
+    "${tables[@]}" runs $(find "$runs" -name manifest.json -printf '%h\n' | sort) >"$OUT/pinned-compare.md" 2>&1
+    for v in 0.18.2 0.18.3 0.19.4 0.19.5 0.19.8; do
+        left=$((deadline - SECONDS)); [ "$left" -gt 60 ] || { echo "no time left for DeepSpeed $v"; break; }
+        local wheel; wheel=$(ls .whl/releases/deepspeed-"$v"-*.whl 2>/dev/null | head -1)
+        [ -n "$wheel" ] || { echo "no wheel for DeepSpeed $v in .whl/releases/"; continue; }
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --target "/tmp/ds-$v" "$wheel" || continue
+        PYTHONPATH=/tmp/ds-$v:$PYTHONPATH timeout "$left" "${rs[@]}" run default --steps 4 \
+            --set zero.pin_memory=default --out "$runs/release-$v" >"$runs/release-$v.log" 2>&1
+        echo "DeepSpeed $v: exit $? ($SECONDS s into the check)"
+    done
+    "${tables[@]}" runs $(ls -d "$runs"/release-* 2>/dev/null) >"$OUT/pinned-releases.md" 2>&1
+    tar czf "$OUT/runs.tar.gz" -C "$TMPRUNS" --exclude='checkpoints' runs0 && ls -la "$OUT"
 }
 
 # The runs behind the check, as reports a reviewer reads: the tests' tiny runs shown and compared, and, while
