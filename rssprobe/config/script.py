@@ -19,7 +19,8 @@ from typing import Any
 from ..errors import UserError
 
 # --set keys a script run takes (a prefix ending in "." takes the whole table)
-SCRIPT_SETS = ("steps", "world_size", "timeout_s", "seed", "name", "description", "probes.", "patches.", "torch_alloc_conf",
+SCRIPT_SETS = ("steps", "world_size", "timeout_s", "seed", "name", "description", "probes.", "patches.",
+               "torch_alloc_conf",
                "script.args", "script.stop_after")
 
 
@@ -61,7 +62,8 @@ def check_overrides(overrides: list[str], label: str) -> list[str]:
         key = item.partition("=")[0].strip()
         if not any(key == k or (k.endswith(".") and key.startswith(k)) for k in SCRIPT_SETS):
             raise UserError(f"{label}: --set {key}: a script run takes its model and DeepSpeed config from the "
-                            "script; --set takes steps, world_size, timeout_s, torch_alloc_conf, probes.* and patches.*")
+                            "script; --set takes steps, world_size, timeout_s, torch_alloc_conf, probes.* "
+                            "and patches.*")
         out.append("script.stop_after" + item[len(key):] if key == "steps" else item)
     return out
 
