@@ -184,10 +184,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             interrupted = True
             _interrupt(proc)
         proc.wait()
+        left = lifeline.kill_marked()  # every rank dies with its launcher, whatever phase it was in
         follower.poll()
     # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
-    run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]))
-    return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
+    run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]),
+                            killed_after_exit=left)
+    try:
+        return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
+    finally:
+        run_dir.release()
 
 
 def collect(path: Path) -> RunResult:
