@@ -294,6 +294,7 @@ CLAIMED = [  # (id, arguments; {held} is the held directory, {run} the original 
     ("prepare", ["prepare", "tiny", "--world-size", "2", "--out", "{held}"]),
     ("merge", ["merge", "{s}", "--out", "{held}"]),
     ("report", ["report", "{run}", "--out", "{held}"]),
+    ("collect", ["collect", "{held}"]),
 ]
 
 
@@ -302,6 +303,8 @@ def test_a_directory_another_command_holds_is_refused_naming_the_holder(original
                                                                         held: tuple[Path, int],
                                                                         args: list[str]) -> None:
     directory, pid = held
+    if args[0] == "collect":  # a run whose ranks another launcher started, being collected
+        shutil.copytree(original, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns(claim.CLAIM))
     before = sorted(p.name for p in directory.iterdir())
     s = sweep(original, tmp_path / "s")
     got = cli(*[a.replace("{held}", str(directory)).replace("{run}", str(original)).replace("{s}", str(s))

@@ -26,7 +26,7 @@ from ..config import overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
 from ..errors import UserError
-from ..store import judgement, reader
+from ..store import claim, judgement, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
 from . import environment, host, lifeline, nodewatch, opcache, preflight
@@ -201,7 +201,11 @@ def collect(path: Path) -> RunResult:
     manifest = run.manifest()
     if not run.ranks():
         raise UserError(f"{path}: no rank has written events yet ({contract.EVENTS_GLOB})")
-    return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+    claim.claim(path, "run directory")  # two collects of one run do not write its tables over each other
+    try:
+        return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+    finally:
+        run.release()
 
 
 def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out: bool = False,
