@@ -90,7 +90,10 @@ class Side:
 def _scenario(side: Side) -> dict[str, Any]:
     """The scenario of the side's first run that can be read."""
     first = next((r for r, s in zip(side.runs, side.summaries, strict=True) if s is side.readable[0]), side.runs[0])
-    return first.manifest().get("scenario", {}) if first.path.is_dir() else {}
+    try:
+        return first.manifest().get("scenario", {})
+    except UserError:  # no member can be read: the side is undecided anyway
+        return {}
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -163,7 +166,7 @@ class Result:
 def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float = stats.ALPHA,
             force: bool = False, gated: tuple[str, ...] = GATED) -> Result:
     sa, sb = _scenario(a).get("name"), _scenario(b).get("name")
-    if sa != sb and not force:
+    if sa != sb and not force and a.ok and b.ok:  # a side with no finished run is undecided whatever it ran
         raise UserError(f"{a.name} is scenario {sa!r} but {b.name} is {sb!r}; comparing different scenarios "
                         "needs --force")
     problems = []

@@ -64,7 +64,12 @@ class Sweep:
         repeat = sweep.info.get("repeat", 1)
         for entry in sweep.info["groups"]:
             params, group = entry["params"], scale.path / entry["dir"]
-            runs = GroupDir(group).present() if GroupDir.is_group(group) else []  # a missing member: counted below
+            try:
+                runs = GroupDir(group).present() if GroupDir.is_group(group) else []  # a missing one: counted below
+            except UserError as e:  # a damaged group.json: named, the other sizes still fitted
+                sweep.problems.append(f"{group.name}: unreadable ({e}); kept out of the fit")
+                sweep.sizes.append({"params": params, "group": str(group), "runs": 0, "ok": 0})
+                continue
             ok = 0
             for run in runs:
                 try:

@@ -72,7 +72,7 @@ def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators
 def load_sides(directory: Path, ids: list[str]) -> dict[str, Side]:
     """The run groups that exist among these cells, as comparison sides."""
     return {i: Side.load(str(directory / i)) for i in ids
-            if GroupDir.is_group(directory / i) and GroupDir(directory / i).present()}
+            if GroupDir.is_group(directory / i) and GroupDir(directory / i).readable()}
 
 
 def figures(side: Side) -> dict[str, float]:

@@ -32,8 +32,6 @@ def command(scenario_ref: str, params_text: str, steps: int | None, overrides: t
             repeat: int, env_ref: str | None, python: str | None, out: Path | None, trim_at_end: bool, fresh: bool,
             shard: str | None, fmt: str) -> None:
     """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params."""
-    if trim_at_end:
-        say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
                                TRIM_AT_END)
     outcome = scale.sweep(scale.parse_sizes(params_text), Start(
@@ -41,4 +39,6 @@ def command(scenario_ref: str, params_text: str, steps: int | None, overrides: t
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
         label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard)
     show.scale(outcome.data, fmt)
+    if trim_at_end:  # said once the sweep is done, so that no note stands before an error
+        say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")
     sys.exit(outcome.exit_code)

@@ -122,8 +122,11 @@ def check_memory(scen: Scenario, total: int | None = None) -> None:
     need = scen.model.n_params * per_param
     processes = PROCESS_BYTES * scen.world_size
     # a forward keeps each layer's input for backward, and backward makes its gradient: 2 per element, per rank
+    # (the square-Linear model's; another kind of model is not estimated here)
     element = {"bf16": 2, "fp16": 2}.get(scen.precision, 4)
-    activations = 2 * scen.micro_batch * scen.model.width * (scen.model.n_layers + 1) * element * scen.world_size
+    linear = getattr(scen.model, "kind", "linear") == "linear"
+    activations = 2 * scen.micro_batch * scen.model.width * (scen.model.n_layers + 1) * element * scen.world_size \
+        if linear else 0
     if processes + activations + need > total and need <= total:
         key = "world_size" if processes >= activations else "micro_batch"
         raise UserError(f"{key}: {scen.world_size:,} ranks need about {_size(processes)} for their "

@@ -259,14 +259,25 @@ class GroupDir:
         """The members whose directory exists (a missing one has nothing to read)."""
         return [run for run in self.runs() if run.path.is_dir()]
 
+    def readable(self) -> bool:
+        """A group whose group.json can be read and that has a member to read (a campaign's table shows it)."""
+        try:
+            return bool(self.present())
+        except UserError:
+            return False
+
     def statuses(self) -> list[str]:
         """Each run's status as its files back it (the one judgement): never ok for an incomplete run, "missing"
         for a member not there, "damaged" for one whose files cannot be read."""
         return [run.status() for run in self.runs()] if self.is_group(self.path) else []
 
     def finished(self, repeat: int) -> bool:
-        """Every one of `repeat` runs ended (ok, failed or timeout) as its files back it: a campaign reuses it."""
-        statuses = self.statuses()
+        """Every one of `repeat` runs ended (ok, failed or timeout) as its files back it: a campaign reuses it (a
+        damaged group.json: not finished, run again)."""
+        try:
+            statuses = self.statuses()
+        except UserError:
+            return False
         return len(statuses) == repeat and all(s in judgement.ENDED for s in statuses)
 
 
