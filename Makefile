@@ -62,10 +62,16 @@ verdict: install
 bench: install
 	$(BIN)/python -m tools.bench $(if $(SCRIPT),--scenario $(SCRIPT) -- --steps 100000)
 
-# N interleaved A/A gates and N gates with a retained 1 B/param on tiny: false regressions and detections
+# N interleaved A/A gates and N gates whose candidate retains BPP bytes per parameter, REPEAT runs a side, on
+# SCENARIO: false regressions and detections. GLIBC=steady fixes the mmap threshold (as bisect and matrix run),
+# GLIBC=default is glibc as users have it. e.g. make gate-check N=10 BPP=0.5 SCENARIO=default GLIBC=default
 N ?= 10
+BPP ?= 1
+SCENARIO ?= tiny
+GLIBC ?= steady
+REPEAT ?= 3
 gate-check: install
-	$(BIN)/python -m tools.gatecheck --n $(N)
+	$(BIN)/python -m tools.gatecheck --n $(N) --bpp $(BPP) --scenario $(SCENARIO) --glibc $(GLIBC) --repeat $(REPEAT)
 
 lint: install
 	$(BIN)/ruff check rssprobe tests tools

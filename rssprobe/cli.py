@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import UserError
+from .errors import UserError, one_line
 from .run import lifeline
+from .store import claim
 
 
 class Group(click.Group):
@@ -34,8 +35,10 @@ class Group(click.Group):
         except click.UsageError as e:
             sub = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
             command = f"rssprobe {sub}" if sub else "rssprobe"
-            click.echo(f"rssprobe: error: {e.format_message()} (see '{command} --help')", err=True)
+            click.echo(f"rssprobe: error: {one_line(e.format_message())} (see '{command} --help')", err=True)
             sys.exit(e.exit_code)
+        finally:
+            claim.release_all()  # the directories this command wrote are free again (store/claim.py)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -78,9 +78,14 @@ def events_file(rank: int) -> str:
     return EVENTS if rank == 0 else f"events.rank{rank}.jsonl"
 
 
-def rank_of_events(name: str) -> int:
-    """The rank an events file belongs to (the inverse of events_file)."""
-    return 0 if name == EVENTS else int(name.split(".")[1].removeprefix("rank"))
+def rank_of_events(name: str) -> int | None:
+    """The rank an events file belongs to (the inverse of events_file); None for a name events_file() does not
+    give (events.rankX.jsonl, a rank beyond MAX_WORLD_SIZE)."""
+    if name == EVENTS:
+        return 0
+    middle = name.removeprefix("events.rank").removesuffix(".jsonl")
+    return int(middle) if middle.isdigit() and 0 < int(middle) < MAX_WORLD_SIZE and name == events_file(
+        int(middle)) else None
 
 
 def steps_file(rank: int) -> str:
@@ -669,6 +674,7 @@ class Manifest:
     orchestrator: dict[str, Any] | None = None  # who runs it (pid, start ticks, boot id): liveness
     node: dict[str, Any] | None = None  # the node's sampled peak of the ranks' summed RSS
     shm_buffers_removed: dict[str, Any] | None = None
+    killed_after_exit: list[int] | None = None  # processes of the run alive after it ended (a stuck rank): killed
     error: str | None = None
     exit_code: int | None = None
     exit_after_end: str | None = None
@@ -688,6 +694,8 @@ class Manifest:
 
 
 MANIFEST_REQUIRED = frozenset({"status", "scenario"})
+# the most ranks a run may have: a number read from disk is bounded before it drives a loop (one per rank)
+MAX_WORLD_SIZE = 65_536
 MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
     k: _runtime(v) for k, v in typing.get_type_hints(Manifest).items()}
 
@@ -704,8 +712,10 @@ def manifest_problem(manifest: dict[str, Any]) -> str | None:
     steps = manifest["scenario"].get("steps")
     if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 0):
         return f"scenario.steps is {steps!r:.40}, not a step count"
-    if manifest.get("world_size", 1) < 1:
-        return f"world_size {manifest['world_size']} is not a count of ranks"
+    for where, ranks in (("world_size", manifest.get("world_size", 1)),
+                         ("scenario.world_size", manifest["scenario"].get("world_size", 1))):
+        if not isinstance(ranks, int) or isinstance(ranks, bool) or not 1 <= ranks <= MAX_WORLD_SIZE:
+            return f"{where} {str(ranks)[:40]} is not a count of ranks from 1 to {MAX_WORLD_SIZE:,}"
     if not all(isinstance(p, str) for p in manifest.get("patches", [])):
         return "patches is not a list of names"
     return None
@@ -788,6 +798,22 @@ def session_members(sid: int) -> list[int]:
                     out.append(int(entry.name))
             except OSError:
                 continue  # ended meanwhile
+    return out
+
+
+def marked_processes(key: str, value: str) -> list[int]:
+    """Live processes (but this one) whose environment has key=value: every process a launcher started, however
+    it left the launcher's session (torchrun puts each rank in a session of its own) or lost its parent."""
+    want = f"{key}={value}".encode()
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if want in f.read().split(b"\0"):
+                        out.append(int(entry.name))
+            except OSError:
+                continue  # ended meanwhile, or not ours to read
     return out
 
 

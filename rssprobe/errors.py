@@ -6,9 +6,21 @@ from typing import Any
 
 
 class UserError(Exception):
-    """Bad input (file, key, reason). The CLI prints it as one line and exits with code 2."""
+    """Bad input (file, key, reason). The CLI prints it as one line and exits with code 2.
+
+    The message is made one line here, whatever it quotes (a parser's caret diagram, pyarrow's
+    three-line reason): the lines are joined, a diagram's marker lines (carets, tildes) dropped."""
 
     exit_code = 2
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(one_line(str(message)))
+
+
+def one_line(text: str) -> str:
+    """Several lines as one: stripped, joined by a space; lines of only ^ ~ - (a caret diagram) left out."""
+    lines = [line.strip() for line in text.splitlines()]
+    return " ".join(line for line in lines if line and line.strip("^~- ")) or text.strip()
 
 
 def from_validation(label: str, errors: list[dict[str, Any]]) -> UserError:

@@ -80,6 +80,7 @@ def test_an_env_is_reused_half_made_ones_rebuilt_and_failures_leave_nothing(envs
     def build(spec: envs.EnvSpec, env: envs.Env, pip: tuple[str, ...], log) -> None:
         builds.append(env.name)
         (env.path / "bin").mkdir(parents=True)
+        (env.path / "bin" / "python").symlink_to(sys.executable)  # a made environment has its python
         if "fail" in pip:
             raise UserError("pip said no")
         (env.path / envs.MARKER).write_text(json.dumps({"name": env.name, "spec": spec.canonical(),

@@ -77,12 +77,12 @@ def test_gate_junit_version_bisect_and_commit_bisect_agree(verdict: str, tmp_pat
 
     # version bisect over [A, B]: the answer of B's probe decides the outcome
     def run_group(req: launcher.RunRequest, repeat: int) -> Path:
-        values = a_values if req.label.endswith("a") else b_values
+        values = a_values if req.label.endswith("0.1") else b_values
         return _group(req.out, values)
 
     monkeypatch.setattr(bisect_probes, "run_group", run_group)
     monkeypatch.setattr(envs, "for_versions", lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
-    proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed", "a,b", "--metric", "steady.rss", "--repeat",
+    proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed", "0.1,0.2", "--metric", "steady.rss", "--repeat",
                                      str(len(a_values)), "--retries", "0", "--out", str(tmp_path / "bisect"),
                                      "--format", "json"])
     data = json.loads(proc.stdout)

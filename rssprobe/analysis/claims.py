@@ -58,7 +58,7 @@ def configs(loaded: LoadedPlan, runs: Path) -> list[Config]:
         config = out.setdefault((cell.axis, cell.value), Config(cell.axis, cell.value, {}, {}))
         config.cells[cell.patch] = cell
         group = runs / cell.id
-        if GroupDir.is_group(group) and GroupDir(group).runs():
+        if GroupDir.is_group(group) and GroupDir(group).readable():
             config.sides[cell.patch] = Side.load(str(group))
     return list(out.values())
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import verdicts
+from ..config import scenario as scenario_mod
 from ..config import script
+from ..config.scenario import Scenario
 from ..errors import UserError
-from ..store.rundir import RunDir, resolve_runs
+from ..store.judgement import DAMAGED, MISSING
+from ..store.rundir import GroupDir, RunDir, resolve_entry, resolve_runs
 from . import metrics, stats
 from .metrics import GATED, HEADLINE
-from .summary import Summary
+from .summary import Summary, summarise
 
 
 @dataclass
@@ -27,8 +32,17 @@ class Side:
 
     @classmethod
     def load(cls, ref: str) -> Side:
+        """A run (its files must read: else one line, exit 2) or a group (a member that cannot be read is named
+        and counted as not finished: the side is then undecided, never good)."""
         name, runs = resolve_runs(ref)
+        if isinstance(resolve_entry(ref), GroupDir):
+            return cls(name, runs, [summarise(r) for r in runs])
         return cls(name, runs, [Summary(r).as_dict() for r in runs])
+
+    @property
+    def readable(self) -> list[dict[str, Any]]:
+        """The summaries of runs whose files could be read (the others are missing or damaged)."""
+        return [s for s in self.summaries if s["status"] not in (DAMAGED, MISSING)] or self.summaries
 
     @property
     def ok(self) -> list[dict[str, Any]]:
@@ -41,11 +55,26 @@ class Side:
     def samples(self, metric: str) -> list[float]:
         return [s["metrics"][metric] for s in self.ok if metric in s["metrics"]]
 
+    def scenario(self) -> Scenario:
+        """The scenario the side ran (its manifest's, size resolved to layers), for naming its figures; the
+        default scenario where the stored one no longer validates."""
+        raw = dict(_scenario(self))
+        model = dict(raw.get("model") or {})
+        if model.get("layers") is not None:
+            model.pop("params", None)
+        try:
+            return Scenario.model_validate({**raw, "model": model})
+        except ValidationError:
+            return scenario_mod.load("default")
+
+    def measured(self) -> set[str]:
+        return {m for s in self.summaries for m in s["metrics"]}
+
     def never_took_effect(self) -> list[str]:
         return sorted({name for s in self.summaries for name in s["never_took_effect"]})
 
     def describe(self) -> dict[str, Any]:
-        first = self.summaries[0]
+        first = self.readable[0]
         effects: dict[str, list[int]] = {}
         for s in self.summaries:
             for i in s["interventions"]:
@@ -60,7 +89,12 @@ class Side:
 
 
 def _scenario(side: Side) -> dict[str, Any]:
-    return side.runs[0].manifest().get("scenario", {})
+    """The scenario of the side's first run that can be read."""
+    first = next((r for r, s in zip(side.runs, side.summaries, strict=True) if s is side.readable[0]), side.runs[0])
+    try:
+        return first.manifest().get("scenario", {})
+    except UserError:  # no member can be read: the side is undecided anyway
+        return {}
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -71,6 +105,14 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+def check_metrics(flag: str, patterns: tuple[str, ...] | list[str], sides: list[Side]) -> None:
+    """Each pattern names a figure these stored sides have or can have (metrics.check: close names if not)."""
+    measured = {m for side in sides for m in side.measured()}
+    scen = sides[0].scenario() if patterns else None
+    for pattern in patterns:
+        metrics.check(flag, pattern, scen, measured)  # type: ignore[arg-type]
 
 
 def differences(a: Side, b: Side) -> list[tuple[str, Any, Any]]:
@@ -130,7 +172,8 @@ def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float =
         raise UserError(f"{a.name} and {b.name} ran different scripts: {why}; comparing them needs "
                         "--allow-different-scripts")
     sa, sb = _scenario(a).get("name"), _scenario(b).get("name")
-    if sa != sb and not force and not (why and allow_different_scripts):
+    # a side with no finished run is undecided whatever it ran
+    if sa != sb and not force and not (why and allow_different_scripts) and a.ok and b.ok:
         raise UserError(f"{a.name} is scenario {sa!r} but {b.name} is {sb!r}; comparing different scenarios "
                         "needs --force")
     problems = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .. import contract
@@ -64,7 +65,9 @@ REGISTRY: tuple[Metric, ...] = (
     *_HEADLINE_PHASES,
     Metric("budget.live", "live buffers", "phases", gated=True, exact=True, headline=True, short="live"),
     Metric("budget.rss_above_baseline", "RSS at the end", "phases", headline=True),
-    Metric("budget.unexplained", "RSS not explained by live buffers", "phases", headline=True),
+    # RSS minus live tensors: runs before the memory-map partition have no other answer; in JSON for them, out of the
+    # tables and the gates' lists, where "not attributed" (beyond every part) answers the same question
+    Metric("budget.unexplained", "RSS not explained by live buffers (runs before the memory-map partition)"),
     Metric("budget.glibc_free_retained", "glibc free-retained at the end", "phases", headline=True),
     Metric("budget.not_attributed", "RSS beyond the memory-map parts", "phases", headline=True),
     Metric("budget.rss_after_trim_above_baseline", "RSS after a final trim", "phases", gated=True, exact=True,
@@ -180,9 +183,11 @@ def known(scenario: Scenario) -> list[str]:
     return names
 
 
-def check(flag: str, pattern: str, scenario: Scenario) -> None:
-    """UserError (one line, the close names) unless `pattern` (a name or a glob) names a known figure."""
-    names = known(scenario)
+def check(flag: str, pattern: str, scenario: Scenario, measured: Iterable[str] = ()) -> None:
+    """UserError (one line, the close names) unless `pattern` (a name or a glob) names a figure a run of the
+    scenario can have, or one of `measured` (the figures stored runs have). THE check of a figure's name: gate
+    (--run, stored sides, --limits), diff, two sweeps and bisect all refuse a misspelt one the same way."""
+    names = list(dict.fromkeys([*measured, *known(scenario)]))
     if any(fnmatch.fnmatchcase(n, pattern) for n in names):
         return
     close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)

@@ -14,6 +14,7 @@ so alpha defaults to 0.05; fewer repeats can never be significant and are "undec
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from math import comb
 from statistics import fmean, stdev
@@ -62,10 +63,13 @@ def linear_fit(x: list[float], y: list[float]) -> LinearFit:
     r = stats.linregress(xs, ys)
     residuals = ys - (r.intercept + r.slope * xs)
     ssr = float(np.sum(residuals**2))
-    se_slope, se_intercept = (0.0, 0.0) if ssr == 0 else (float(r.stderr), float(r.intercept_stderr))
-    return LinearFit(float(r.slope), float(r.intercept), se_slope, se_intercept, len(xs), len(xs) - 2, ssr,
-                     float(xs.mean()), float(np.sum((xs - xs.mean()) ** 2)),
-                     float(residuals[np.argmax(np.abs(residuals))]))
+    n, sxx = len(xs), float(np.sum((xs - xs.mean()) ** 2))
+    # the standard errors from the residuals, not linregress's: its sqrt((1 - r^2) ...) turns nan when rounding
+    # makes r^2 of nearly collinear points (three steps, say) exceed 1
+    s2 = ssr / (n - 2) if n > 2 else 0.0
+    se_slope, se_intercept = math.sqrt(s2 / sxx), math.sqrt(s2 * (1 / n + float(xs.mean()) ** 2 / sxx))
+    return LinearFit(float(r.slope), float(r.intercept), se_slope, se_intercept, n, n - 2, ssr, float(xs.mean()),
+                     sxx, float(residuals[np.argmax(np.abs(residuals))]))
 
 
 @dataclass(frozen=True)

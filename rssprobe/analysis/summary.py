@@ -14,7 +14,8 @@ from typing import Any
 
 from .. import contract
 from ..contract import NATIVE, glibc_in_use, partitioned_roles
-from ..store.judgement import INCOMPLETE
+from ..errors import UserError
+from ..store.judgement import DAMAGED, INCOMPLETE, MISSING
 from ..store.rundir import RunDir, read_native
 from . import inrun, metrics, modelinfo, pinned, stats
 from .hostsplit import split as host_device_split
@@ -441,6 +442,31 @@ class Summary:
         if last is None or last.get("cuda") is None:
             return "not available: no CUDA device in this process"
         return "measured"
+
+
+def unreadable(run: RunDir, why: str) -> dict[str, Any]:
+    """What a summary says of a member run that cannot be read (missing, damaged): its status and why, no
+    figures, so that a group, a side or a sweep names it and counts it as not finished instead of failing whole."""
+    status = MISSING if not run.path.is_dir() else DAMAGED
+    return {"run": run.id, "path": str(run.path), "label": None, "status": status, "error": why,
+            "exit_after_end": None, "scenario": None, "zero": {}, "zero3_gathered": None, "steps_done": 0,
+            "steps_requested": None, "script": None, "params": None, "model": None, "versions": None,
+            "allocator": None, "malloc_env": None, "glibc_malloc": None, "accelerator": None, "cuda": None,
+            "baseline_rss_bytes": None, "phases": {}, "budget": None, "budgets": [], "census_times": [],
+            "sites": [], "site_status": {}, "sites_first_step_only": [], "sites_steady": None,
+            "interventions": [], "never_took_effect": [], "metrics": {}, "events": {}, "growth": None,
+            "pinned": None, "step_events": {}, "native": None, "memray": False, "world_size": 1, "rank": 0,
+            "partition_params": None, "ranks": None, "node": None, "mean_step_time_s": None}
+
+
+def summarise(run: RunDir) -> dict[str, Any]:
+    """A member run's summary (Summary.as_dict()), or, when its files cannot be read, what unreadable() says."""
+    if not run.path.is_dir():
+        return unreadable(run, f"{run.id} is missing (deleted, or never run)")
+    try:
+        return Summary(run).as_dict()
+    except UserError as e:
+        return unreadable(run, str(e))
 
 
 def across(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import verdicts
+from ..config import scenario as scenario_mod
 from ..errors import UserError
 from ..store import campaign
 from ..store.layout import SCALE_INDEX
@@ -63,7 +64,12 @@ class Sweep:
         repeat = sweep.info.get("repeat", 1)
         for entry in sweep.info["groups"]:
             params, group = entry["params"], scale.path / entry["dir"]
-            runs = GroupDir(group).runs() if GroupDir.is_group(group) else []
+            try:
+                runs = GroupDir(group).present() if GroupDir.is_group(group) else []  # a missing one: counted below
+            except UserError as e:  # a damaged group.json: named, the other sizes still fitted
+                sweep.problems.append(f"{group.name}: unreadable ({e}); kept out of the fit")
+                sweep.sizes.append({"params": params, "group": str(group), "runs": 0, "ok": 0})
+                continue
             ok = 0
             for run in runs:
                 try:
@@ -81,9 +87,9 @@ class Sweep:
             here = sweep.info.get("shard")
             if not runs and here and entry.get("shard") not in (None, int(here.split("/")[0])):
                 sweep.other_shards.append(f"{group.name} (shard {entry['shard']}/{here.split('/')[1]})")
-            elif len(runs) < repeat:
-                sweep.problems.append(f"{group.name}: {repeat - len(runs)} of {repeat} runs missing "
-                                      "(not run or interrupted)")
+            elif len(runs) < (expected := GroupDir(group).repeat() if runs else repeat):
+                sweep.problems.append(f"{group.name}: {expected - len(runs)} of {expected} runs missing "
+                                      "(not run, interrupted or deleted)")
             sweep.sizes.append({"params": params, "group": str(group), "runs": len(runs), "ok": ok})
         if sweep.never_took_effect:
             sweep.problems.append(f"requested patch never took effect: {', '.join(sweep.never_took_effect)}")
@@ -148,6 +154,10 @@ def compare(a_ref: str, b_ref: str, gated: tuple[str, ...] = GATED, slope_thresh
             raise UserError(f"{ref}: not a scale directory (no {SCALE_INDEX}); a scale sweep compares only with "
                             "another")
     a, b = Sweep.load(a_ref), Sweep.load(b_ref)
+    if tuple(gated) != GATED:  # a misspelt --metric is refused with the close names, as everywhere
+        measured = {m for side in (a, b) for _p, figures in side.points for m in figures}
+        for pattern in gated:
+            metrics.check("--metric", pattern, scenario_mod.load("default"), measured)
     if a.info.get("scenario_name") != b.info.get("scenario_name") and not force:
         raise UserError(f"{a_ref} is scenario {a.info.get('scenario_name')!r} but {b_ref} is "
                         f"{b.info.get('scenario_name')!r}; comparing different scenarios needs --force")

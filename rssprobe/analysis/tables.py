@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..errors import UserError
 from ..store import reader
 
 MALLINFO = ("arena", "hblkhd", "uordblks", "fordblks", "keepcost")
@@ -64,8 +62,4 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
 
 def read_steps(path: Path) -> pd.DataFrame:
     """A run's steps.parquet, read through the damaged-file reader; UserError when it is not a table."""
-    data = reader.read_bytes(path)
-    try:
-        return pd.read_parquet(io.BytesIO(data))
-    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
-        raise UserError(f"{path}: unreadable per-step table ({e})") from None
+    return reader.read_table(path).to_pandas()

@@ -32,7 +32,7 @@ from ..errors import UserError
 from ..run import group as run_groups
 from ..run.launch import RunRequest
 from ..store import campaign as index_file
-from ..store import layout
+from ..store import claim, layout
 from ..store.judgement import ENDED
 from ..store.rundir import GroupDir
 from ..store.writer import now_iso
@@ -69,7 +69,7 @@ class Shard:
 def default_dir(root: Path, name: str, definition: dict[str, Any]) -> Path:
     """A campaign's directory when --out is not given: its name and a hash of its definition."""
     digest = hashlib.sha1(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:8]
-    return root / layout.slug(f"{name}-{digest}")
+    return root / f"{layout.slug(name, layout.NAME_PART)}-{digest}"  # a long name stays a valid file name
 
 
 def normal(definition: dict[str, Any]) -> Any:
@@ -110,25 +110,36 @@ class Campaign:
     @classmethod
     def open(cls, directory: Path, kind: str, definition: dict[str, Any], fresh: bool = False,
              shard: Shard | None = None) -> Campaign:
-        """Claim `directory` for this campaign: resume the same one, refuse another (one line)."""
-        found = index_file.kind_of(directory) if directory.is_dir() else None
-        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())) and found is None:
-            raise UserError(f"{directory}: exists, is not empty and is not a {kind} directory; give another --out")
-        index: dict[str, Any] | None = None
-        if found is not None:
-            index = index_file.read_index(directory, kind)
-            if fresh:
-                shutil.rmtree(directory)
-                index = None
-            elif normal(index.get("definition") or {}) != normal(definition):
-                raise UserError(f"{directory}: made by a different {kind} command; give another --out, or --fresh")
-        directory.mkdir(parents=True, exist_ok=True)
+        """Claim `directory` for this campaign (store/claim.py: one command at a time, a second refused with the
+        holder named), then resume the same campaign, or refuse another (one line)."""
+        claim.claim(directory, f"{kind} directory")
+        try:
+            index = cls._resumed(directory, kind, definition, fresh)
+        except UserError:
+            claim.release(directory)
+            raise
         if index is None:
             index = {"kind": kind, "definition": normal(definition), "created": now_iso()}
         index.pop("shard", None)
         if shard is not None:
             index["shard"] = str(shard)
         return cls(directory, kind, index, shard)
+
+    @staticmethod
+    def _resumed(directory: Path, kind: str, definition: dict[str, Any], fresh: bool) -> dict[str, Any] | None:
+        """The index of the same campaign found in `directory` (None: a new one; --fresh empties it first)."""
+        found = index_file.kind_of(directory)
+        if found is None:
+            if claim.contents(directory):
+                raise UserError(f"{directory}: exists, is not empty and is not a {kind} directory; give another --out")
+            return None
+        index = index_file.read_index(directory, kind)
+        if fresh:
+            claim.clear(directory)
+            return None
+        if normal(index.get("definition") or {}) != normal(definition):
+            raise UserError(f"{directory}: made by a different {kind} command; give another --out, or --fresh")
+        return index
 
     @classmethod
     def read(cls, directory: Path, kind: str | None = None) -> Campaign:

@@ -72,7 +72,7 @@ def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators
 def load_sides(directory: Path, ids: list[str]) -> dict[str, Side]:
     """The run groups that exist among these cells, as comparison sides."""
     return {i: Side.load(str(directory / i)) for i in ids
-            if GroupDir.is_group(directory / i) and GroupDir(directory / i).runs()}
+            if GroupDir.is_group(directory / i) and GroupDir(directory / i).readable()}
 
 
 def figures(side: Side) -> dict[str, float]:
@@ -175,9 +175,11 @@ def run(m: MatrixRequest) -> Outcome:
     shard = Shard.parse(m.shard)
     sets = [*m.sets, TRIM_AT_END]
     scen = scenario.load(m.scenario_ref, sets)
-    preflight.check_memory(scen)  # as run does: a model that cannot fit is refused before any environment or run
+    preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
             "patch": values(m.patches) or [BASELINE], "allocator": values(m.allocators) or ["glibc"]}
+    envs.check_versions("--torch", axes["torch"])
+    envs.check_versions("--deepspeed", axes["deepspeed"])
     if m.python and (axes["torch"] or axes["deepspeed"]):
         raise UserError("--python fixes torch and DeepSpeed for every cell; drop --torch/--deepspeed or --python")
     if bool(axes["torch"]) != bool(axes["deepspeed"]):  # an env needs both: the other is this Python's version
@@ -194,10 +196,10 @@ def run(m: MatrixRequest) -> Outcome:
     all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"])
     if m.dry_run:
         return Outcome("matrix-list", _listing(all_cells, directory, m.repeat, shard))
+    c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
     if m.malloc_env:
         say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.malloc_env.items())
             + " (--malloc-env overrides)")
-    c = Campaign.open(directory, "matrix", definition, m.fresh, shard)
     c.set_entries([{"id": cell.id, **asdict(cell), "status": "pending"} for cell in all_cells])
     c.index["command"] = list(sys.argv)
     c.save()

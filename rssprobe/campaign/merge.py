@@ -11,6 +11,7 @@ A group no shard holds is named, and stays to run (rerunning the campaign's comm
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 from .. import contract
 from ..errors import UserError
 from ..store import campaign as index_file
-from ..store import layout, reader
+from ..store import claim, layout, reader
 from ..store.rundir import GroupDir
 from ..store.writer import now_iso, write_json_atomic
 from .engine import OTHER_SHARD, Campaign, normal
@@ -42,7 +43,7 @@ class Merged:
 def _digest(root: Path) -> dict[str, str]:
     """Every file of a group (relative path -> sha256): two copies of one group are the same bytes."""
     return {str(p.relative_to(root)): hashlib.sha256(reader.read_bytes(p)).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink() and p.name != claim.CLAIM}
 
 
 def _holds(c: Campaign, entry: dict[str, Any]) -> bool:
@@ -52,7 +53,7 @@ def _holds(c: Campaign, entry: dict[str, Any]) -> bool:
 
 
 def _check_out(out: Path, inputs: list[Path]) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if os.path.lexists(out) and (not os.path.isdir(out) or claim.contents(out)):
         raise UserError(f"{out}: exists and is not empty; merge writes a new directory (give another --out)")
     for d in inputs:
         a, b = d.resolve(), out.resolve()
@@ -92,7 +93,10 @@ def merge(inputs: list[Path], out: Path) -> Merged:
                                     "merge takes each group from one shard (merge shards K/N, each once)")
                 continue
             sources[key] = (c, entry)
-    out.mkdir(parents=True, exist_ok=True)
+    claim.claim(out, "merge directory")
+    if claim.contents(out):  # written meanwhile by another command
+        claim.release(out)
+        raise UserError(f"{out}: exists and is not empty; merge writes a new directory (give another --out)")
     every: dict[str, dict[str, Any]] = {}  # each group of any shard's index, in the campaign's order
     for c in shards:
         for entry in c.entries():
@@ -101,7 +105,7 @@ def merge(inputs: list[Path], out: Path) -> Merged:
     for key, entry in every.items():
         if key in sources:
             c, state = sources[key]
-            shutil.copytree(c.directory / key, out / key, symlinks=True)
+            shutil.copytree(c.directory / key, out / key, symlinks=True, ignore=shutil.ignore_patterns(claim.CLAIM))
             merged = {k: v for k, v in state.items() if k != "shard"}
             if "group" in merged:
                 merged["group"] = str(out / key)

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract, envs
+from ..analysis import metrics
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
 from ..contract import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
-from ..run import host, launch
+from ..run import host, launch, preflight
 from ..run.group import TRIM_AT_END, rerun_argv
 from ..run.progress import CampaignProgress
 from ..store import layout
@@ -67,6 +68,15 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     cells = loaded.selected(optional)
     sets = [*settings.sets, TRIM_AT_END]
     scens = {ranks: scenario.load(settings.scenario, _sets(sets, ranks)) for ranks in {c.ranks for c in cells}}
+    for axis in ("torch", "deepspeed"):  # a value that is not a version fails here, not after cells ran
+        envs.check_versions(f"{loaded.path}: {axis}",
+                            list(dict.fromkeys(v for c in cells if (v := getattr(c, axis)) is not None)))
+    for claim in loaded.plan.claims:  # the verdict report reads them: a misspelt figure fails now, not after
+        for name in claim.metrics:
+            metrics.check(f"{loaded.path}: claim {claim.what!r}:", name.removeprefix("-"),
+                          next(iter(scens.values())))
+    for scen in scens.values():  # every cell must fit this machine before the first one runs
+        preflight.check_machine(scen, out)
     specs = patch_specs(next(iter(scens.values())), settings.patches)
     for cell in cells:  # a missing allocator library is one line naming its package, before anything runs
         host.allocator_library(cell.allocator_name)

@@ -55,7 +55,7 @@ def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenar
     """One scenario per size (--set model.params=N), sorted; two sizes that build one model are refused."""
     scens = [scenario.load(ref, [*sets, f"model.params={size!r}"]) for size in sizes]
     for scen in scens:  # the largest size must fit before the smallest one runs
-        preflight.check_memory(scen)
+        preflight.check_machine(scen)
     by_params: dict[int, float] = {}
     for size, scen in zip(sizes, scens, strict=True):
         n = scen.model.n_params

@@ -30,7 +30,8 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--good", help="With --deepspeed-src: a revision without the change.")
 @click.option("--bad", help="With --deepspeed-src: a revision with the change.")
 @click.option("--limits", type=click.Path(path_type=Path, dir_okay=False), help="With --deepspeed-src: ceilings TOML.")
-@click.option("--limit", type=float, help="With --deepspeed-src: a ceiling for --metric (B/param).")
+@click.option("--limit", type=common_args.FiniteRange(min=0),
+              help="With --deepspeed-src: a ceiling for --metric (B/param).")
 @click.option("--metric", default=DEFAULT_METRIC, show_default=True, help="The figure (a name from Summary.metrics).")
 @click.option("--direction", type=click.Choice(["up", "down", "auto"]), default="up", show_default=True,
               help="Versions: which way is bad (auto: the way the last version moved; it is probed first). "

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..campaign import scale
+from ..log import say
 from ..reporters import show
 from ..run.group import TRIM_AT_END, Start
 from . import common_args
@@ -20,14 +21,16 @@ from . import common_args
 @common_args.configuration_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Scale directory (default reports/scale/<scenario>-<label>-<hash>); rerunning resumes it.")
+@click.option("--trim-at-end", is_flag=True, help="Accepted as `run` takes it; scale always ends every run with "
+              "malloc_trim(0) (its RSS after the trim is the low-noise figure it fits).")
 @common_args.fresh_option
 @common_args.shard_option
 @common_args.format_option()
 def command(scenario_ref: str, params_text: str, steps: int | None, overrides: tuple[str, ...],
             world_size: int | None, baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
-            repeat: int, env_ref: str | None, python: str | None, out: Path | None, fresh: bool, shard: str | None,
-            fmt: str, torch_alloc_conf: str | None) -> None:
+            repeat: int, env_ref: str | None, python: str | None, out: Path | None, trim_at_end: bool, fresh: bool,
+            shard: str | None, fmt: str, torch_alloc_conf: str | None) -> None:
     """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params."""
     sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
                                TRIM_AT_END, *common_args.alloc_conf_sets(torch_alloc_conf))
@@ -36,4 +39,6 @@ def command(scenario_ref: str, params_text: str, steps: int | None, overrides: t
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
         label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard)
     show.scale(outcome.data, fmt)
+    if trim_at_end:  # said once the sweep is done, so that no note stands before an error
+        say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")
     sys.exit(outcome.exit_code)

@@ -31,7 +31,7 @@ from .allocators import parse_allocator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # nan passes every range check: refused
 
 
 class Settings(_Strict):

@@ -8,9 +8,10 @@ line says (label, patches, allocator), and the manifest can record it whole.
 from __future__ import annotations
 
 import copy
+import re
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import tomllib
 from pydantic import (
@@ -24,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..contract import INRUN_EVENTS
+from ..contract import INRUN_EVENTS, MAX_WORLD_SIZE
 from ..errors import UserError, from_validation
 from ..store.reader import read_text
 from . import hfconfig
@@ -33,7 +34,8 @@ from .torch_alloc_conf import split as split_alloc_conf
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # an unknown key is refused, and so is nan or an infinity in any number (nan passes every range check)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
@@ -159,7 +161,7 @@ class Zero(_Strict):
 class Optimizer(_Strict):
     type: Literal["Adam", "AdamW"] = "AdamW"
     lr: float = Field(1e-4, gt=0)
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
     eps: float = Field(1e-8, gt=0)
     weight_decay: float = Field(0.0, ge=0)
 
@@ -227,7 +229,8 @@ class Scenario(_Strict):
     micro_batch: int = Field(4, gt=0)
     grad_accum_steps: int = Field(1, gt=0)
     seed: int = 0
-    world_size: int = Field(1, gt=0, description="ranks on this machine (torchrun); gloo on CPU, NCCL on GPUs")
+    world_size: int = Field(1, gt=0, le=MAX_WORLD_SIZE,
+                            description="ranks on this machine (torchrun); gloo on CPU, NCCL on GPUs")
     torch_alloc_conf: str | None = Field(
         None, description="PYTORCH_CUDA_ALLOC_CONF for the worker (KEY:VALUE,...; --torch-alloc-conf); checked against "
                           "the worker's torch before any run")
@@ -320,12 +323,24 @@ def _read(ref: str) -> tuple[str, dict[str, Any]]:
         raise UserError(f"{label}: not valid TOML ({e})") from None
 
 
-def _parse_value(text: str) -> Any:
-    """A --set value is read as a TOML value (3, 1e6, true, [1, 2]); anything else is a string."""
+def _parse_value(text: str, item: str) -> Any:
+    """A --set value is one TOML value (3, 1e6, true, [1, 2], "text") or, failing that, a bare word read as a
+    string; never more: a newline, or anything TOML would read as a further key or table, is refused."""
+    if "\n" in text or "\r" in text:
+        raise UserError(f"--set {item!r}: a value is one line (one TOML value, no newline)")
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        parsed = tomllib.loads(f"v = {text}")
     except tomllib.TOMLDecodeError:
+        if not BARE_WORD.fullmatch(text):
+            raise UserError(f"--set {item!r}: {text!r} is not one TOML value (quote a string: key=\"text\")") from None
         return text
+    if list(parsed) != ["v"]:
+        raise UserError(f"--set {item!r}: {text!r} is not one TOML value")
+    return parsed["v"]
+
+
+KEY = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+BARE_WORD = re.compile(r"[A-Za-z0-9_.+\-/:@]*")  # an unquoted string a --set may give (cpu, non_reentrant, a path)
 
 
 # Keys that replace one another: sizing the model on the command line by parameter count
@@ -338,7 +353,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> di
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UserError(f"--set {item}: expected key=value")
+            raise UserError(f"--set {item!r}: expected key=value")
+        if not KEY.fullmatch(key.strip()):
+            raise UserError(f"--set {item!r}: {key.strip()!r} is not a key (names and dots: zero.stage)")
         if key.strip() in REPLACES:
             table, _, other = REPLACES[key.strip()].partition(".")
             if isinstance(out.get(table), dict):
@@ -350,7 +367,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> di
             if not isinstance(child, dict):
                 raise UserError(f"{label}: {key}: {part} is not a table")
             node = child
-        node[parts[-1]] = _parse_value(value.strip())
+        node[parts[-1]] = _parse_value(value.strip(), item)
     return out
 
 

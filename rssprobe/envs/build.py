@@ -27,6 +27,9 @@ def create(spec: EnvSpec, pip_options: tuple[str, ...] = (), log: Log = lambda s
     """The env for spec: reused if ready, otherwise built; a failed build leaves nothing behind."""
     env = Env(spec.name, envs_root() / spec.name)
     with lock(env.name):
+        if env.ready and not os.access(env.python, os.X_OK):
+            log(f"{env.name}: its python {env.python} is gone; building it again")
+            shutil.rmtree(env.path)
         if env.ready:
             made_for = env.info().get("spec")
             if made_for != spec.canonical():

@@ -32,7 +32,8 @@ def resolve_python(env: str | None, python: str | None, pip_options: tuple[str, 
                                 "such as 'torch==2.13.0 deepspeed==0.19.8' (see `rssprobe env list`)")
         else:
             found = create(EnvSpec.parse([env]), pip_options, log)
-        return found.python, found.name
+        found.info()  # a damaged marker is one line, here
+        return found.check_python(), found.name
     return sys.executable, None
 
 
@@ -45,7 +46,7 @@ def for_versions(torch: str | None, deepspeed: str | None, pip_options: tuple[st
     ds = deepspeed or host.package_version("deepspeed")
     items = [f"torch=={torch}", f"deepspeed={ds}" if ds and "/" in ds else f"deepspeed=={ds}"]  # a path: source
     found = create(EnvSpec.parse(items), pip_options, log)
-    return found.python, found.name
+    return found.check_python(), found.name
 
 
 def pip_options(find_links: tuple[str, ...], index_url: str | None) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 from ..errors import UserError
 from ..store import layout
@@ -77,6 +78,22 @@ class EnvSpec:
         if self.extras or len(name) > MAX_NAME:
             return "env-" + hashlib.sha1(" ".join(self.canonical()).encode()).hexdigest()[:12]
         return name
+
+
+def check_versions(flag: str, values: list[str]) -> list[str]:
+    """Each value a release (0.19.8) or, for DeepSpeed, a source PATH[@REV] (it has a '/'), each once; UserError,
+    one line, before any environment is built or any run starts."""
+    seen = set()
+    for value in values:
+        if "/" not in value:
+            try:
+                Version(value)
+            except InvalidVersion:
+                raise UserError(f"{flag} {value}: not a version (e.g. 0.19.8) or a source PATH[@REV]") from None
+        if value in seen:
+            raise UserError(f"{flag} {','.join(values)}: {value} is given twice")
+        seen.add(value)
+    return values
 
 
 def _pinned(req: Requirement, word: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -29,7 +30,24 @@ class Env:
         return str(self.path / "bin" / "python")
 
     def info(self) -> dict[str, Any]:
-        return reader.read_json_object(self.path / MARKER, "environment marker")
+        """The marker rssprobe wrote when it built the environment, checked (one line naming what is wrong)."""
+        path = self.path / MARKER
+        data = reader.read_json_object(path, "environment marker")
+        for key, kind, words in (("name", str, "a string"), ("spec", list, "a list"), ("versions", dict, "an object"),
+                                 ("created", str, "a string")):
+            if not isinstance(data.get(key), kind):
+                raise UserError(f"{path}: corrupt environment marker ({key} is missing or not {words}; "
+                                f"rssprobe env rm {self.name})")
+        if not all(isinstance(s, str) for s in data["spec"]):
+            raise UserError(f"{path}: corrupt environment marker (spec is not a list of requirements)")
+        return data
+
+    def check_python(self) -> str:
+        """The environment's python; UserError when it is gone (the environment was damaged after it was made)."""
+        if not (os.path.isfile(self.python) and os.access(self.python, os.X_OK)):
+            raise UserError(f"environment {self.name}: its python {self.python} is gone; remove it "
+                            f"(rssprobe env rm {self.name}) and build it again")
+        return self.python
 
     @property
     def ready(self) -> bool:

@@ -88,3 +88,11 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
         t.note = f"{len(sites) - len(shown)} site figures below the threshold hidden (--all-sites shows them)"
     out.append(t)
     return out
+
+
+def lead_tables(r: dict[str, Any]) -> list[Table]:
+    """What a report of two runs or groups leads with: what differs, and the gated figures (as diff shows them)."""
+    columns = ["figure", "A", "B", "B - A", "p", "verdict"]
+    gated = [c for group in r["comparisons"].values() for c in group if c["gated"]]
+    out = [t for t in tables(r)[:1] if t.title.startswith("What differs")]
+    return [*out, _rows(Table("Gated figures (bytes per parameter; these decide the verdict)", columns), gated)]

@@ -1,11 +1,18 @@
 """A gate's decision published: the report in the chosen format, one JUnit test case per decided figure,
-and the markdown verdict appended to $GITHUB_STEP_SUMMARY when that is set (GitHub Actions' job summary)."""
+and the markdown verdict appended to $GITHUB_STEP_SUMMARY when that is set (GitHub Actions' job summary).
+
+The JUnit file and the step summary are optional outputs: one that cannot be written (a directory, a missing
+directory, no permission, a full disk) is a warning on stderr, and the verdict's exit code stands (a PASS that
+ended in a traceback would read as a regression to CI and to `git bisect run`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import click
 
 from .. import verdicts
 from . import diffviews, junit, markdown
@@ -14,12 +21,24 @@ from .show import comparison, scale_comparison
 from .table import Table
 
 
+def optional(what: str, path: str | Path, write: Callable[[], None]) -> None:
+    """Write an optional output; if it cannot be written, say so on stderr and go on."""
+    try:
+        write()
+    except OSError as e:
+        click.echo(f"rssprobe: warning: {what} {path} not written ({e.strerror or e}); the verdict and its exit code "
+                   "stand", err=True)
+
+
 def publish(markdown_text: str) -> None:
     """Append to the GitHub Actions job summary, when running there."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a") as f:
-            f.write(markdown_text + "\n")
+        def append() -> None:
+            with open(summary, "a") as f:
+                f.write(markdown_text + "\n")
+
+        optional("$GITHUB_STEP_SUMMARY", summary, append)
 
 
 def _limits(data: dict[str, Any], fmt: str) -> None:
@@ -45,4 +64,4 @@ def show(kind: str, data: dict[str, Any], cases: list[tuple[str, str, str]], fmt
         publish(diffviews.verdict_paragraph(data) + "\n\n"
                 + markdown.render(diffviews.header_lines(data), diffviews.tables(data)))
     if junit_file:
-        junit.write(junit_file, "rssprobe.gate", cases)
+        optional("--junit", junit_file, lambda: junit.write(junit_file, "rssprobe.gate", cases))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from . import views
+from . import diffviews, views
 from .plots import Chart, run_name
 from .table import Table
 
@@ -116,8 +116,17 @@ def figure(chart: Chart) -> str:
             f"<figcaption>{escape(chart.caption)}</figcaption></figure>")
 
 
-def render(sections: list[Section], charts: list[Chart], generated: str, title: str = "rssprobe report") -> str:
-    """The whole page: run index, charts, then one section per run (header, phases, budget, sites, patches)."""
+def comparison(r: dict[str, Any]) -> str:
+    """Two runs or groups compared, as `rssprobe diff A B` says it: the verdict, what differs, the gated figures."""
+    verdict = escape(diffviews.verdict_paragraph(r)).replace("**", "")
+    return "\n".join([f'<h2>Comparison: B against A (rssprobe diff)</h2>\n<p class="verdict">{verdict}</p>',
+                      *[table(t) for t in diffviews.lead_tables(r)]])
+
+
+def render(sections: list[Section], charts: list[Chart], generated: str, title: str = "rssprobe report",
+           compared: dict[str, Any] | None = None) -> str:
+    """The whole page: run index, the comparison of two (`compared`), charts, then one section per run (header,
+    phases, budget, sites, patches)."""
     index = "".join(f'<li><a href="#{escape(_anchor(sec.summary))}">{escape(run_name(sec.summary))}</a> '
                     f"{_badge(sec)} scenario {escape(str(sec.summary.get('scenario')))}</li>" for sec in sections)
     failed = sum(not sec.ok for sec in sections)
@@ -129,6 +138,7 @@ def render(sections: list[Section], charts: list[Chart], generated: str, title: 
         "own pre-model baseline (RSS after imports and op loading).</p>",
         alarm,
         f"<nav><ul>{index}</ul></nav>",
+        comparison(compared) if compared else "",
         "<h2>Charts</h2>",
         *[figure(c) for c in charts],
         "<h2>Runs</h2>",

@@ -3,6 +3,7 @@ and of the growth slope, from a summary dict (rssprobe.analysis.inrun)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .table import NA, Table, bpp, mib
@@ -11,8 +12,8 @@ from .table import NA, Table, bpp, mib
 def _ci(e: dict[str, Any] | None, fmt: Any) -> str:
     if e is None:
         return NA
-    if e["low"] is None:
-        return f"{fmt(e['value'])} (n={e['n']}, no interval)"
+    if e["low"] is None or not (math.isfinite(e["low"]) and math.isfinite(e["high"])):
+        return f"{fmt(e['value'])} [n/a ({e['n']} points)]"
     return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
 
 

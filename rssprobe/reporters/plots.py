@@ -211,21 +211,25 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     if with_budget:
         ax.plot(x, above, linestyle="none", marker="_", markersize=40, markeredgewidth=2.5, color="black",
                 zorder=3, label="RSS above baseline")
-        for xi, a in zip(x, above, strict=True):
-            if not np.isnan(a):
-                ax.annotate(f"{a:.2f}", (xi, a), xytext=(0, 4), textcoords="offset points", ha="center",
+        for xi, a, top in zip(x, above, pos, strict=True):
+            if not np.isnan(a):  # above its bar and its tick, whichever is higher, so no segment hides it
+                ax.annotate(f"{a:.2f}", (xi, max(a, top)), xytext=(0, 4), textcoords="offset points", ha="center",
                             va="bottom", fontsize="small")
         handles, labels = ax.get_legend_handles_labels()
         # top segment first, as the bars read from top to bottom
         order = [labels.index(name) for name in ("RSS above baseline", *reversed(segments))]
         ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
                   bbox_to_anchor=(1.01, 1.0), fontsize="small", title="segment", markerscale=0.4)
-        ax.margins(y=0.15)
+        # room above the tallest bar for its label, below the title (autoscaling left the labels on the title)
+        high = max(float(pos.max()), float(np.nanmax(above)) if not np.all(np.isnan(above)) else 0.0)
+        low = min(float(neg.min()), 0.0)
+        span = (high - low) or 1.0
+        ax.set_ylim(low - 0.05 * span, high + 0.15 * span)
     else:
         _empty(ax, "no run has a live-buffer census")
     ax.axhline(0, color="0.3", linewidth=0.8)
     ax.set_xticks(x, names, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center")
-    ax.set_title(title)
+    ax.set_title(title, pad=10)
     ax.set_ylabel(Y_LABEL)
     ax.grid(True, axis="y", alpha=0.3)
     caption = (f"{title}: resident bytes per parameter of each buffer role (DeepSpeed's own attributes), "

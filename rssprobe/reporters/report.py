@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from . import html, markdown, plots, scaleviews
+from . import diffviews, html, markdown, plots, scaleviews
 
 HTML_NAME = "report.html"
 MD_NAME = "report.md"
@@ -24,11 +24,16 @@ class Written:
     images: list[Path] = field(default_factory=list)
 
 
-def markdown_page(sections: list[html.Section], charts: list[plots.Chart], generated: str) -> str:
-    """report.md: the same tables as `show --format markdown`, with the charts linked as sibling PNG files."""
+def markdown_page(sections: list[html.Section], charts: list[plots.Chart], generated: str,
+                  compared: dict[str, Any] | None = None) -> str:
+    """report.md: the same tables as `show --format markdown`, with the charts linked as sibling PNG files; two
+    runs or groups lead with what `diff` says."""
     out = ["# rssprobe report", "",
-           f"_generated {generated}; every figure is bytes per parameter above the run's own pre-model baseline_",
-           "", "## Charts", ""]
+           f"_generated {generated}; every figure is bytes per parameter above the run's own pre-model baseline_", ""]
+    if compared:
+        out += ["## Comparison: B against A (rssprobe diff)", "", diffviews.verdict_paragraph(compared), "",
+                markdown.render([], diffviews.lead_tables(compared)), ""]
+    out += ["## Charts", ""]
     for c in charts:
         out += [f"![{c.title}]({c.name}.png)", "", f"_{c.caption}_", ""]
     out += ["## Runs", ""]
@@ -55,12 +60,18 @@ def write(pages: Any, all_sites: bool = False) -> Written:
     fit_sections, fit_charts = scaleviews.report_parts(pages.sweeps)
     sections, charts = [*fit_sections, *sections], [*fit_charts, *charts]
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _write(pages.html, html.render(sections, charts, generated))
+    files: dict[Path, str | bytes] = {pages.html: html.render(sections, charts, generated,
+                                                              compared=pages.comparison)}
     written = Written(pages.html)
     if pages.out is not None:
-        for c in charts:
-            written.images.append(pages.out / f"{c.name}.png")
-            _write(written.images[-1], c.png)
+        written.images = [pages.out / f"{c.name}.png" for c in charts]
         written.markdown = pages.out / MD_NAME
-        _write(written.markdown, markdown_page(sections, charts, generated))
+        for path, data in ((written.markdown, markdown_page(sections, charts, generated, pages.comparison)),
+                           *zip(written.images, [c.png for c in charts], strict=True)):
+            if path.resolve() == pages.html.resolve():  # one output over another: refused before writing any
+                raise UserError(f"--html {pages.html}: is where the report's {path.name} goes (--out "
+                                f"{pages.out}); give another file")
+            files[path] = data
+    for path, data in files.items():
+        _write(path, data)
     return written

@@ -20,6 +20,8 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         status = f"{status.upper()}: {s.get('error') or ''}".rstrip(": ")
     elif s.get("exit_after_end"):  # e.g. DeepSpeed 0.15.4's rank 0 aborts at exit after its last step
         status = f"ok ({s['exit_after_end']})"
+    if not s.get("label") and not s.get("scenario"):  # a member that cannot be read: its status and why only
+        return [f"run {s['run']}  status {status}"]
     glibc = s.get("glibc_malloc") or {}
     ranks = f"  rank {s['rank']} of {s['world_size']} (show --rank N for another)" if s.get("world_size", 1) > 1 else ""
     lines = [

@@ -17,6 +17,7 @@ from ..config import overlay, patchsets, scenario
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..log import say
+from ..store.layout import runs_root
 from ..store.rundir import GroupDir
 from . import launch, preflight
 from .progress import RunProgress
@@ -68,15 +69,19 @@ def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | No
     run = execute or (lambda req, text: run_one(req, title=text))
     made = [GroupDir.create(req.out, req.scenario.name, req.label, repeat) for req in reqs]
     statuses: list[list[str]] = [[] for _ in reqs]
-    for i in range(1, repeat + 1):
-        for j in order(len(reqs), i):
-            req = reqs[j]
-            result = run(dataclasses.replace(req, out=made[j].member(i)),
-                         f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}")
-            statuses[j].append(result.status)
-            if result.status == "interrupted":
-                return list(zip(made, statuses, strict=True))
-    return list(zip(made, statuses, strict=True))
+    try:
+        for i in range(1, repeat + 1):
+            for j in order(len(reqs), i):
+                req = reqs[j]
+                result = run(dataclasses.replace(req, out=made[j].member(i)),
+                             f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}")
+                statuses[j].append(result.status)
+                if result.status == "interrupted":
+                    return list(zip(made, statuses, strict=True))
+        return list(zip(made, statuses, strict=True))
+    finally:
+        for group in made:
+            group.release()
 
 
 def rerun_argv(ref: str, sets: list[str], patches: list[str], repeat: int, out: Path, env_name: str | None,
@@ -113,7 +118,7 @@ class Start:
 def build_request(s: Start) -> launch.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
     scen = scenario.load(s.scenario_ref, s.sets)
-    preflight.check_memory(scen)
+    preflight.check_machine(scen, s.out or runs_root())
     patch_label, specs = patchsets.resolve(scen, s.baseline, s.patched, s.patches)
     overlay.read_diffs(s.patch_files)  # a diff that cannot be used fails before a run directory exists
     if s.patch_files:

@@ -69,7 +69,10 @@ def package_version(name: str, python: str | None = None) -> str | None:
             return None
     code = ("import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\n"
             "except m.PackageNotFoundError: pass")
-    out = subprocess.run([python, "-c", code, name], capture_output=True, text=True)
+    try:
+        out = subprocess.run([python, "-c", code, name], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except OSError as e:  # gone, not executable
+        raise UserError(f"{python}: cannot run this Python ({e.strerror or e})") from None
     return out.stdout.strip() or None
 
 

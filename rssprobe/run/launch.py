@@ -26,7 +26,7 @@ from ..config import hfconfig, overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
 from ..errors import UserError
-from ..store import judgement, reader
+from ..store import claim, judgement, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
 from . import environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
@@ -192,10 +192,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             interrupted = True
             _interrupt(proc)
         proc.wait()
+        left = lifeline.kill_marked()  # every rank dies with its launcher, whatever phase it was in
         follower.poll()
     # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
-    run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]))
-    return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
+    run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]),
+                            killed_after_exit=left)
+    try:
+        return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
+    finally:
+        run_dir.release()
 
 
 def collect(path: Path) -> RunResult:
@@ -204,7 +209,11 @@ def collect(path: Path) -> RunResult:
     manifest = run.manifest()
     if not run.ranks():
         raise UserError(f"{path}: no rank has written events yet ({contract.EVENTS_GLOB})")
-    return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+    claim.claim(path, "run directory")  # two collects of one run do not write its tables over each other
+    try:
+        return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+    finally:
+        run.release()
 
 
 def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out: bool = False,

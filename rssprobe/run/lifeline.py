@@ -11,21 +11,34 @@ signal and ending a session whole, is the contract's):
   its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``). That covers what no handler can: a SIGKILL of
   rssprobe, or of torchrun (whose ranks run in sessions of their own and are out of reach of a signal
   to torchrun's process group).
+* When a run ends, whatever ended it (its end, a time-out, Ctrl-C, a rank's death), the orchestrator kills
+  every process that still carries its marker in the environment (ORCHESTRATOR_ENV = its pid): a rank
+  that could not act on SIGTERM (stopped, or blocked in C++ in the process-group set-up, where Python's
+  handler cannot run) dies with its launcher instead of living on with parent 1.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 from collections.abc import Callable
 from typing import Any
 
-from ..contract import EXIT_INTERRUPTED, EXIT_TERMINATED, die_with_parent, kill_session
+from ..contract import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    ORCHESTRATOR_ENV,
+    die_with_parent,
+    kill_session,
+    marked_processes,
+)
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "child_dies_with_me", "exit_code", "handle_sigterm_like_ctrl_c",
-           "kill_session", "terminated"]
+           "kill_marked", "kill_session", "terminated"]
 
 terminated = False  # set once this process got SIGTERM
+_registered = False
 
 
 def child_dies_with_me(sig: int = signal.SIGTERM) -> Callable[[], None]:
@@ -43,6 +56,18 @@ def child_dies_with_me(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return preexec
 
 
+def kill_marked() -> list[int]:
+    """SIGKILL every process this orchestrator started that is still alive (its marker in their environment);
+    the pids killed."""
+    pids = marked_processes(ORCHESTRATOR_ENV, str(os.getpid()))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    return pids
+
+
 def _on_sigterm(_signum: int, _frame: Any) -> None:
     global terminated
     terminated = True
@@ -50,10 +75,15 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def handle_sigterm_like_ctrl_c() -> None:
-    """In the orchestrator: SIGTERM takes Ctrl-C's path (and the exit code becomes 143).
+    """In the orchestrator: SIGTERM takes Ctrl-C's path (and the exit code becomes 143), and whatever it started
+    is killed when it exits (kill_marked, at exit: a second Ctrl-C cannot leave a rank behind).
 
     Only from the main thread (Python's rule for handlers); elsewhere (a CLI invoked from a thread) a no-op.
     """
+    global _registered
+    if not _registered:
+        atexit.register(kill_marked)
+        _registered = True
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:

@@ -1,6 +1,9 @@
 """Checks that refuse a run before any worker starts: what would otherwise fail only after minutes.
 
-* the model must fit in this machine's memory (an estimate, named in the message);
+* the run must fit this machine (check_machine): the model's buffers, its activations and one worker process
+  per rank in memory; no more ranks than its cores can carry; a time-out longer than the run can possibly
+  take; room on disk for its events (estimates, each named in the message, from lower bounds: a run that
+  could fit is never refused);
 * the code sites a user names (probes.extra_sites, probes.trace_sites, an intervention's `site`)
   must exist in the installed packages: read from their source without importing them where
   that can tell, else asked of the worker's Python in a subprocess (which imports DeepSpeed);
@@ -14,6 +17,8 @@ import difflib
 import functools
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +31,7 @@ from ..config import torch_alloc_conf
 from ..config.scenario import Scenario
 from ..contract import parse
 from ..errors import UserError
+from ..store import layout
 from . import environment
 
 # ZeRO-2 with the optimizer offloaded: fp32 master, fp32 grad, Adam's two states (16 B/param of the whole
@@ -43,11 +49,95 @@ def _size(n: float) -> str:
     return f"{n:.1f}"
 
 
+def check_machine(scen: Scenario, where: Path | None = None) -> None:
+    """Everything check_memory, check_ranks, check_time and check_disk refuse (`where`: the output directory),
+    and a cache root that is not a directory (RSSPROBE_CACHE, XDG_CACHE_HOME, RSSPROBE_ENVS, ...: one line
+    naming the variable, before a first run fails on it)."""
+    layout.cache_root(), layout.envs_root(), layout.ccache_dir()
+    check_memory(scen)
+    check_ranks(scen)
+    check_time(scen)
+    check_disk(scen, where)
+
+
+# A worker's RSS before its model (Python, torch, DeepSpeed, the process group, the ops): 249.9 MiB measured on
+# `tiny` here (torch 2.13.0, DeepSpeed 0.19.8); counted at 200 MiB per rank, below any measured one.
+PROCESS_BYTES = 200 * 2**20
+# Ranks per core beyond which this machine is not asked to run them: a policy, not a measurement (torchrun
+# runs 2 ranks on these 2 cores; 1000 ranks on 2 cores left orphans behind a time-out: README, "Stopping").
+RANKS_PER_CORE = 8
+# Lower bounds of a run's time, so that a time-out that cannot be met is refused and no other: a worker's
+# start (importing torch and DeepSpeed: 1.7 s here, ops loaded at 4.2 s) and a step, which reads and writes
+# at least the optimizer's 16 B/param of state (twice) at no more than 100 GB/s (a tiny step took 41 ms here,
+# 30 x this bound).
+MIN_START_S = 1.0
+MIN_STEP_BYTES_PER_PARAM = 32
+MAX_BYTES_PER_S = 100e9
+# Each step appends an event of ~2.3 KB to events.jsonl (tiny, here); counted at 1 KB.
+MIN_STEP_EVENT_BYTES = 1000
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_ranks(scen: Scenario, cores: int | None = None) -> None:
+    """UserError when the ranks are more than this machine's cores can carry (RANKS_PER_CORE each)."""
+    cores = cores if cores is not None else _cores()
+    if scen.world_size > cores * RANKS_PER_CORE:
+        raise UserError(f"world_size: {scen.world_size:,} ranks on this machine's {cores} cores (at most "
+                        f"{RANKS_PER_CORE} per core: {cores * RANKS_PER_CORE}); several machines: rssprobe prepare")
+
+
+def check_time(scen: Scenario) -> None:
+    """UserError when timeout_s is shorter than the run can possibly take (lower bounds, named)."""
+    per_step = scen.model.n_params * MIN_STEP_BYTES_PER_PARAM / MAX_BYTES_PER_S
+    least = MIN_START_S + scen.steps * per_step
+    if scen.timeout_s < least:
+        raise UserError(f"timeout_s: {scen.timeout_s:g} s is shorter than this run can take: at least {least:,.1f} s "
+                        f"(a worker's start >= {MIN_START_S:g} s, and {scen.steps:,} steps of "
+                        f"{scen.model.n_params:,} params >= {per_step:.2g} s each)")
+
+
+def check_disk(scen: Scenario, where: Path | None = None) -> None:
+    """UserError when the events of every step and rank cannot fit on the output directory's disk."""
+    place = Path(where) if where is not None else Path.cwd()
+    existing = next((p for p in [place, *place.absolute().parents] if os.path.isdir(p)), None)  # no OSError
+    if existing is None:
+        return
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return
+    need = scen.steps * scen.world_size * MIN_STEP_EVENT_BYTES
+    if need > free:
+        raise UserError(f"steps: {scen.steps:,} steps x {scen.world_size} ranks write at least {_size(need)} of "
+                        f"events; {existing} has {_size(free)} free")
+
+
 def check_memory(scen: Scenario, total: int | None = None) -> None:
-    """UserError when the model's buffers alone exceed this machine's memory, naming the estimate."""
+    """UserError when the model's buffers, its activations and a worker process per rank exceed this machine's
+    memory, naming the estimate."""
     total = total if total is not None else psutil.virtual_memory().total
     per_param = STATE_BYTES_PER_PARAM + PER_RANK_BYTES_PER_PARAM * scen.world_size
     need = scen.model.n_params * per_param
+    processes = PROCESS_BYTES * scen.world_size
+    # a forward keeps each layer's input for backward, and backward makes its gradient: 2 per element, per rank
+    # (the square-Linear model's; another kind of model is not estimated here)
+    element = {"bf16": 2, "fp16": 2}.get(scen.precision, 4)
+    linear = getattr(scen.model, "kind", "linear") == "linear"
+    activations = 2 * scen.micro_batch * scen.model.width * (scen.model.n_layers + 1) * element * scen.world_size \
+        if linear else 0
+    if processes + activations + need > total and need <= total:
+        key = "world_size" if processes >= activations else "micro_batch"
+        raise UserError(f"{key}: {scen.world_size:,} ranks need about {_size(processes)} for their "
+                        f"processes ({_size(PROCESS_BYTES)} each) and {_size(activations)} for activations "
+                        f"(micro_batch {scen.micro_batch:,} x width {scen.model.width:,} x "
+                        f"{scen.model.n_layers + 1} layers), beside {_size(need)} of model buffers; this machine "
+                        f"has {_size(total)}")
     if need > total:
         key = "model.params" if scen.model.params is not None else "model.layers"
         raise UserError(f"{key}: {scen.model.n_params:,} parameters need about {_size(need)} of host memory "

@@ -2,8 +2,9 @@
 
 * a run whose manifest says ok but whose events do not back it (no `end` event with status ok, fewer
   step events than the manifest's or the scenario's step count, a rank's events missing, a line that is
-  not an event) is "incomplete", with the reason: never shown as ok, never counted as finished, never
-  compared (verdict undecided, exit 125);
+  not an event), or whose per-step table cannot be read or does not hold its step events (a truncated or
+  garbage steps.parquet of any rank), is "incomplete", with the reason: never shown as ok, never counted
+  as finished, never compared (verdict undecided, exit 125);
 * a "running" run whose orchestrator is gone is "incomplete" too. At start the orchestrator records who
   it is (identity()): its pid, its start time in clock ticks since boot (/proc/<pid>/stat field 22) and
   the boot id; a pid alone can be reused after the orchestrator died, pid + start time + boot id cannot.
@@ -23,6 +24,8 @@ from typing import Any
 from ..contract import events_file
 
 INCOMPLETE = "incomplete"
+MISSING = "missing"  # a group's member that is not there (deleted, or never run)
+DAMAGED = "damaged"  # a run whose manifest or events cannot be read
 CLAIMS_ALL = ("ok",)  # statuses that claim the data is all there
 ENDED = ("ok", "failed", "timeout")  # statuses after which a run needs no rerun
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -35,6 +38,10 @@ class Events:
     events: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     exists: bool = True
+
+
+# (rank, its events) -> why the rank's per-step table does not hold those steps; None when it does (or is absent)
+TableCheck = Callable[[int, Events], "str | None"]
 
 
 def rank_incomplete(name: str, read: Events, steps_expected: int | None) -> str | None:
@@ -53,25 +60,39 @@ def rank_incomplete(name: str, read: Events, steps_expected: int | None) -> str 
     return None
 
 
-def incomplete(manifest: dict[str, Any], read: Callable[[int], Events]) -> dict[int, str]:
-    """rank -> why its events do not back the manifest's ok; empty when they do (or it claims no ok).
+def table_problem(name: str, steps: list[int] | None, read: Events) -> str | None:
+    """Why a rank's per-step table (its step numbers, None: unreadable) does not hold its step events."""
+    if steps is None:
+        return None
+    events = [e["step"] for e in read.events if e["event"] == "step"]
+    if steps != events:
+        return f"{name} holds {len(steps)} steps where the events have {len(events)}"
+    return None
 
-    `read(rank)` gives a rank's Events (so the caller's cache is used)."""
+
+def incomplete(manifest: dict[str, Any], read: Callable[[int], Events],
+               table: TableCheck | None = None) -> dict[int, str]:
+    """rank -> why its files do not back the manifest's ok; empty when they do (or it claims no ok).
+
+    `read(rank)` gives a rank's Events (so the caller's cache is used); `table(rank, events)` why its per-step
+    table does not hold them."""
     if manifest.get("status") not in CLAIMS_ALL:
         return {}
     expected = _most(manifest["scenario"].get("steps"), manifest.get("steps_done"))
     out = {}
     for rank in range(manifest.get("world_size", 1)):
         want = _most(expected, ((manifest.get("ranks") or {}).get(str(rank)) or {}).get("steps_done"))
-        why = rank_incomplete(events_file(rank), read(rank), want)
+        events = read(rank)
+        why = rank_incomplete(events_file(rank), events, want) or (table(rank, events) if table else None)
         if why:
             out[rank] = why
     return out
 
 
-def judged(manifest: dict[str, Any], read: Callable[[int], Events]) -> tuple[str, str | None, dict[int, str]]:
+def judged(manifest: dict[str, Any], read: Callable[[int], Events],
+           table: TableCheck | None = None) -> tuple[str, str | None, dict[int, str]]:
     """(status, error, rank -> gap): the manifest's status where the files back it, else "incomplete" with why."""
-    gaps = incomplete(manifest, read)
+    gaps = incomplete(manifest, read, table)
     if gaps:
         return INCOMPLETE, "; ".join(gaps.values()), gaps
     if manifest.get("status") == "running":

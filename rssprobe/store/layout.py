@@ -1,4 +1,4 @@
-"""Where rssprobe keeps things: the roots, and the names of groups and campaign directories (stdlib only).
+"""Where rssprobe keeps things: the roots, and the names of groups and campaign directories.
 
 A run directory's own files are named by the contract (rssprobe.contract: manifest.json, events.jsonl, ...).
 Above runs:
@@ -15,6 +15,8 @@ import os
 import re
 from pathlib import Path
 
+from ..errors import UserError
+
 GROUP = "group.json"
 MATRIX_INDEX = "matrix.json"  # a matrix's, and a plan's
 PLAN_FILE = "plan.json"  # a plan's directory: the plan it ran
@@ -25,6 +27,7 @@ ENV_MARKER = ".rssprobe-env.json"
 ENV_OPS = "torch_extensions"  # an environment's own compiled-ops directory, inside the environment
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+NAME_PART = 80  # the most characters of a name (scenario, label, ...) in a directory name rssprobe makes
 
 
 def slug(text: str, limit: int | None = None) -> str:
@@ -32,8 +35,17 @@ def slug(text: str, limit: int | None = None) -> str:
     return _UNSAFE.sub("_", text)[:limit]
 
 
+MAX_REPEAT = 10_000  # the most runs a group may say it holds (group.json is read from disk, and drives a loop)
+_MEMBER = re.compile(r"run-\d{2,}")
+
+
 def group_member(i: int) -> str:
     return f"run-{i:02d}"
+
+
+def is_group_member(name: str) -> bool:
+    """A name group_member() gives (run-01, run-02, ...)."""
+    return _MEMBER.fullmatch(name) is not None
 
 
 def bisect_round(n: int) -> str:
@@ -45,14 +57,23 @@ def scale_group(params: int) -> str:
     return f"params-{params}"
 
 
-def _root(variable: str, default: str) -> Path:
-    return Path(os.environ.get(variable) or default)
+def _root(variable: str, default: str, named: str | None = None) -> Path:
+    """A root directory from its variable (else the default); UserError, one line naming the variable, when it
+    or a directory above it is something other than a directory (a regular file, say)."""
+    given = os.environ.get(variable)
+    path = Path(given or default)
+    blocker = next((p for p in [path, *path.parents] if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        source = f"{variable}={given}" if given else named or f"{variable} (unset: {path})"
+        raise UserError(f"{source}: {blocker} is not a directory; point it at a directory")
+    return path
 
 
 def cache_root() -> Path:
     """Compiled ops and environments (RSSPROBE_CACHE, else $XDG_CACHE_HOME/rssprobe)."""
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return _root("RSSPROBE_CACHE", os.path.join(xdg, "rssprobe"))
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    default = os.path.join(xdg or os.path.expanduser("~/.cache"), "rssprobe")
+    return _root("RSSPROBE_CACHE", default, f"XDG_CACHE_HOME={xdg}" if xdg else None)
 
 
 def runs_root() -> Path:

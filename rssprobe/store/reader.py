@@ -100,6 +100,21 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
         raise UserError(f"{label or path}: not valid TOML ({e})") from None
 
 
+def read_table(path: Path, what: str = "per-step table") -> Any:
+    """A Parquet file as a pyarrow Table, read whole (every page decoded, so a damaged one is found here);
+    UserError, one line, when it is not a table (pyarrow says why in several lines: one here)."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    data = read_bytes(path)
+    try:
+        # ParquetFile, not read_table: read_table's dataset layer loads pyarrow's S3 support, whose teardown at
+        # exit aborts the process now and then ("terminate called without an active exception", exit 134)
+        return pq.ParquetFile(pyarrow.BufferReader(data)).read(use_threads=False)
+    except (pyarrow.ArrowException, OSError, ValueError) as e:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise UserError(f"{path}: unreadable {what} ({e})") from None
+
+
 def check_regular(path: Path) -> None:
     """UserError unless `path` is a regular file (for a library that opens it itself: memray's reader)."""
     os.close(_open(path))

@@ -17,7 +17,7 @@ from typing import Any
 from .. import contract
 from ..contract import EVENTS, MANIFEST, RANK_EVENTS_GLOB, WORKER_LOG
 from ..errors import UserError
-from . import judgement, layout, reader, upgrade
+from . import claim, judgement, layout, reader, upgrade
 from .judgement import Events
 from .layout import GROUP, runs_root
 from .writer import now_iso, write_json_atomic
@@ -52,10 +52,35 @@ def read_events(path: Path) -> Events:
     return out
 
 
+_STEPS_READ: dict[tuple[str, int, int, int], list[int]] = {}  # a table read once per process, per version of it
+
+
+def read_step_numbers(path: Path) -> list[int] | None:
+    """The step column of a per-step table, the table read whole through the damaged-file reader; None when the
+    file is absent; UserError when it is not a table of steps."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _STEPS_READ:
+        table = reader.read_table(path)
+        if "step" not in table.column_names:
+            raise UserError(f"{path}: unreadable per-step table (no step column)")
+        _STEPS_READ[key] = [int(v) if v is not None else -1 for v in table.column("step").to_pylist()]
+    return _STEPS_READ[key]
+
+
 def check_group(path: Path, info: dict[str, Any]) -> dict[str, Any]:
     for key in ("scenario", "label"):
         if not isinstance(info.get(key), str):
             raise UserError(f"{path}: corrupt group file ({key} is missing or not a string)")
+    repeat = info.get("repeat", 1)
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= layout.MAX_REPEAT:
+        raise UserError(f"{path}: corrupt group file (repeat {json.dumps(repeat)[:40]} is not a count of runs "
+                        f"from 1 to {layout.MAX_REPEAT})")
     return upgrade.group(path, info)
 
 
@@ -78,19 +103,22 @@ class RunDir:
     path: Path
 
     @classmethod
-    def create(cls, out: Path | None, scenario: str, label: str) -> RunDir:
+    def create(cls, out: Path | None, scenario: str, label: str, what: str = "run directory") -> RunDir:
+        """A new, empty directory claimed by this process (store/claim.py) before anything is written; under
+        the runs root by default, named by time, scenario and label, both made file-name safe and short."""
         if out is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-            out = runs_root() / f"{stamp}-{layout.slug(scenario)}-{label}"
-        if out.exists() and not out.is_dir():
-            raise UserError(f"{out}: exists and is not a directory")
-        if out.exists() and any(out.iterdir()):
+            short = layout.NAME_PART
+            out = runs_root() / f"{stamp}-{layout.slug(scenario, short)}-{layout.slug(label, short)}"
+        claim.claim(out, what)
+        if claim.contents(out):
+            claim.release(out)
             raise UserError(f"{out}: output directory exists and is not empty")
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"{out}: cannot create the output directory ({e.strerror or e})") from None
         return cls(out)
+
+    def release(self) -> None:
+        """This process is done writing the directory (its claim ends; store/claim.py)."""
+        claim.release(self.path)
 
     @property
     def id(self) -> str:
@@ -122,7 +150,7 @@ class RunDir:
     def ranks(self) -> list[int]:
         """The ranks that wrote events (one for a 1-rank run)."""
         out = [0] if (self.path / EVENTS).exists() else []
-        out += sorted(contract.rank_of_events(p.name) for p in self.path.glob(RANK_EVENTS_GLOB))
+        out += sorted(r for p in self.path.glob(RANK_EVENTS_GLOB) if (r := contract.rank_of_events(p.name)))
         return out
 
     def events(self, rank: int = 0) -> list[dict[str, Any]]:
@@ -133,20 +161,32 @@ class RunDir:
     def read_events(self, rank: int = 0) -> Events:
         return read_events(self.path / contract.events_file(rank))
 
+    def steps_problem(self, rank: int, events: Events) -> str | None:
+        """Why a rank's steps.parquet does not hold its step events (unreadable, other steps); None when it
+        does or is absent (the events are the record; a run ended elsewhere may not have the table yet)."""
+        name = contract.steps_file(rank)
+        try:
+            steps = read_step_numbers(self.path / name)
+        except UserError as e:
+            return str(e).replace(f"{self.path}/", "")
+        return judgement.table_problem(name, steps, events)
+
     def incomplete(self, manifest: dict[str, Any] | None = None) -> dict[int, str]:
-        """rank -> why its events do not back a manifest that says ok (empty: they do)."""
-        return judgement.incomplete(manifest or self.manifest(), self.read_events)
+        """rank -> why its files do not back a manifest that says ok (empty: they do)."""
+        return judgement.incomplete(manifest or self.manifest(), self.read_events, self.steps_problem)
 
     def judged(self, manifest: dict[str, Any] | None = None) -> tuple[str, str | None, dict[int, str]]:
         """(status, error, rank -> gap) as the files back it (store.judgement.judged)."""
-        return judgement.judged(manifest or self.manifest(), self.read_events)
+        return judgement.judged(manifest or self.manifest(), self.read_events, self.steps_problem)
 
     def status(self) -> str:
-        """The judged status; "damaged" when the manifest or events cannot be read."""
+        """The judged status; "missing" when the run is not there, "damaged" when its files cannot be read."""
+        if not self.path.is_dir():
+            return judgement.MISSING
         try:
             return self.judged()[0]
         except UserError:
-            return "damaged"
+            return judgement.DAMAGED
 
     def log_tail(self, lines: int = 20, name: str = WORKER_LOG) -> str:
         path = self.path / name
@@ -174,7 +214,7 @@ class GroupDir:
 
     @classmethod
     def create(cls, out: Path | None, scenario: str, label: str, repeat: int) -> GroupDir:
-        run = RunDir.create(out, scenario, f"{label}-x{repeat}" if out is None else label)
+        run = RunDir.create(out, scenario, f"{label}-x{repeat}" if out is None else label, "run group directory")
         group = cls(run.path)
         write_json_atomic(group.path / GROUP, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "id": group.id,
                                                "label": label, "scenario": scenario, "repeat": repeat,
@@ -184,6 +224,10 @@ class GroupDir:
     @staticmethod
     def is_group(path: Path) -> bool:
         return (path / GROUP).is_file()
+
+    def release(self) -> None:
+        """This process is done writing the group (its claim ends; store/claim.py)."""
+        claim.release(self.path)
 
     @property
     def id(self) -> str:
@@ -199,16 +243,41 @@ class GroupDir:
     def member(self, i: int) -> Path:
         return self.path / layout.group_member(i)
 
+    def repeat(self) -> int:
+        """How many runs group.json says the group is of (bounded: a number from disk drives a loop)."""
+        return self.info()["repeat"]
+
     def runs(self) -> list[RunDir]:
-        return sorted((RunDir(p) for p in self.path.iterdir() if (p / MANIFEST).is_file()), key=lambda r: r.id)
+        """Every member: run-01 .. run-<repeat> whether or not it exists (a member deleted or never run is
+        still a member: "missing"), and any other directory of the group with a manifest, in order."""
+        names = {layout.group_member(i) for i in range(1, self.repeat() + 1)}
+        names |= {p.name for p in self.path.iterdir() if p.is_dir() and ((p / MANIFEST).exists()
+                                                                          or layout.is_group_member(p.name))}
+        return [RunDir(self.path / name) for name in sorted(names)]
+
+    def present(self) -> list[RunDir]:
+        """The members whose directory exists (a missing one has nothing to read)."""
+        return [run for run in self.runs() if run.path.is_dir()]
+
+    def readable(self) -> bool:
+        """A group whose group.json can be read and that has a member to read (a campaign's table shows it)."""
+        try:
+            return bool(self.present())
+        except UserError:
+            return False
 
     def statuses(self) -> list[str]:
-        """Each run's status as its files back it (the one judgement): never ok for an incomplete run."""
+        """Each run's status as its files back it (the one judgement): never ok for an incomplete run, "missing"
+        for a member not there, "damaged" for one whose files cannot be read."""
         return [run.status() for run in self.runs()] if self.is_group(self.path) else []
 
     def finished(self, repeat: int) -> bool:
-        """Every one of `repeat` runs ended (ok, failed or timeout) as its files back it: a campaign reuses it."""
-        statuses = self.statuses()
+        """Every one of `repeat` runs ended (ok, failed or timeout) as its files back it: a campaign reuses it (a
+        damaged group.json: not finished, run again)."""
+        try:
+            statuses = self.statuses()
+        except UserError:
+            return False
         return len(statuses) == repeat and all(s in judgement.ENDED for s in statuses)
 
 
@@ -255,7 +324,7 @@ def resolve_runs(ref: str) -> tuple[str, list[RunDir]]:
     entry = resolve_entry(ref)
     if isinstance(entry, GroupDir):
         runs = entry.runs()
-        if not runs:
-            raise UserError(f"{ref}: run group has no runs")
+        if not entry.present():
+            raise UserError(f"{ref}: run group has no runs (none of its {len(runs)} members is there)")
         return entry.id, runs
     return entry.id, [entry]

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from .. import verdicts
 from ..analysis import metrics, stats, sweep
-from ..analysis.compare import Side, check_limits, compare
+from ..analysis.compare import Side, check_limits, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..config import overlay, patchsets, scenario
 from ..config.limits import load_limits
@@ -70,7 +68,7 @@ def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str]
 
 
 def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path]) -> None:
-    preflight.check_memory(scen)
+    preflight.check_machine(scen)
     overlay.read_diffs(patch_files)
     preflight.check_sites(scen, specs, overlay=bool(patch_files))
 
@@ -80,9 +78,7 @@ def _against_limits(g: GateRequest, sets: list[str]) -> GateResult:
     ceilings = load_limits(g.limits)
     if g.candidate:
         side = Side.load(g.candidate)
-        for metric in ceilings:  # a misspelt name is unknown, not "not measured" (undecided)
-            if not any(metric in s["metrics"] for s in side.summaries):
-                metrics.check(f"{g.limits}:", metric, _scenario_of(side))
+        check_metrics(f"{g.limits}:", list(ceilings), [side])  # misspelt is unknown, not "not measured" (undecided)
     elif g.scenario_ref:
         scen = scenario.load(g.scenario_ref, sets)
         for metric in ceilings:  # before minutes of training, not after
@@ -96,18 +92,6 @@ def _against_limits(g: GateRequest, sets: list[str]) -> GateResult:
     data = {"verdict": verdict, "problems": problems, "checks": [c.as_dict() for c in checks], "side": side.name,
             "limits": str(g.limits)}
     return GateResult("limits", verdict, data, [(c.metric, c.verdict, c.reason) for c in checks])
-
-
-def _scenario_of(side: Side) -> scenario.Scenario:
-    """The scenario a stored side ran (its manifest's, size resolved to layers), for naming its figures."""
-    raw = dict(side.runs[0].manifest()["scenario"])
-    model = dict(raw.get("model") or {})
-    if model.get("layers") is not None:
-        model.pop("params", None)
-    try:
-        return scenario.Scenario.model_validate({**raw, "model": model})
-    except ValidationError:
-        return scenario.load("default")
 
 
 def _problems(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -129,6 +113,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> GateResult:
         return _sweeps(g)
     if g.reference and g.candidate:
         a, b = Side.load(g.reference), Side.load(g.candidate)
+        check_metrics("--metric", g.metrics, [a, b])
     elif g.run and g.scenario_ref:
         scen = scenario.load(g.scenario_ref, sets)
         for pattern in g.metrics:  # before minutes of training, not after

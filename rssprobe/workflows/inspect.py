@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import sweep
-from ..analysis.compare import Side, compare
-from ..analysis.summary import Summary, across
+from ..analysis.compare import Side, check_metrics, compare
+from ..analysis.metrics import GATED
+from ..analysis.summary import Summary, across, summarise
 from ..campaign import matrix, plan
 from ..errors import UserError
 from ..store import campaign
@@ -30,7 +31,9 @@ def entry(found: RunDir | GroupDir, rank: int = 0) -> View:
     """A run's (or a run group's) summary."""
     if isinstance(found, GroupDir):
         info = found.info()
-        summaries = [Summary(r).as_dict() for r in found.runs()]
+        if not found.present():
+            raise UserError(f"{found.path}: run group has no runs (none of its {found.repeat()} members is there)")
+        summaries = [summarise(r) for r in found.runs()]
         return View("group", {"group": found.id, **info, "runs": summaries, "across": across(summaries)})
     if rank not in found.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
         raise UserError(f"{found.path}: no rank {rank} in this run (ranks: {found.ranks()})")
@@ -70,5 +73,6 @@ def refs(a_ref: str, b_ref: str, threshold: float, alpha: float, force: bool, ga
     for ref, kind in zip((a_ref, b_ref), kinds, strict=True):
         if kind in ("matrix", "plan"):
             raise UserError(f"{ref}: a {kind} directory compares cell by cell: diff {ref}/CELL_A {ref}/CELL_B")
-    return Compared("runs", compare(Side.load(a_ref), Side.load(b_ref), threshold, alpha, force, gated,
-                                    allow_different_scripts).as_dict())
+    a, b = Side.load(a_ref), Side.load(b_ref)
+    check_metrics("--metric", [] if tuple(gated) == GATED else gated, [a, b])
+    return Compared("runs", compare(a, b, threshold, alpha, force, gated, allow_different_scripts).as_dict())

@@ -3,6 +3,7 @@ a plan: each member run once), with its summary and per-step table, and the fits
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -10,13 +11,16 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis import stats
+from ..analysis.metrics import GATED
 from ..analysis.summary import Summary
 from ..analysis.sweep import Sweep
 from ..analysis.tables import read_steps, steps_frame
 from ..contract import STEPS
 from ..errors import UserError
-from ..store import campaign, layout
+from ..store import campaign, claim, layout
 from ..store.rundir import GroupDir, RunDir, resolve_runs
+from . import inspect
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Pages:
     sweeps: list[Sweep] = field(default_factory=list)
     html: Path = Path()
     out: Path | None = None
+    comparison: dict[str, Any] | None = None  # two runs or groups: what `diff A B` says (compare.Result.as_dict())
 
 
 def steps_table(run: RunDir, summary: Summary) -> pd.DataFrame:
@@ -68,7 +73,7 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
     else out/report.html, else reports/report-<stamp>.html."""
     if not refs:
         raise UserError("report: name at least one run (a run directory, an id under reports/runs, or 'latest')")
-    if out is not None and out.exists() and not out.is_dir():
+    if out is not None and os.path.lexists(out) and not os.path.isdir(out):
         raise UserError(f"{out}: --out must be a directory")
     runs: list[RunDir] = []
     for ref in refs:
@@ -80,4 +85,10 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
         summary = Summary(run)
         pages.append(RunPage(summary.as_dict(), summary.baseline, steps_table(run, summary)))
     sweeps = [Sweep.load(r) for r in refs if campaign.kind_of(Path(r)) == "scale"]
-    return Pages(pages, sweeps, html_file or (out / "report.html" if out is not None else _default_html()), out)
+    compared = None
+    if len(refs) == 2 and not any(campaign.kind_of(Path(r)) for r in refs):  # two runs or groups: diff first
+        compared = inspect.refs(refs[0], refs[1], stats.THRESHOLD, stats.ALPHA, True, GATED).data
+    if out is not None:
+        claim.claim(out, "report directory")  # one report writes it at a time (released when this one exits)
+    return Pages(pages, sweeps, html_file or (out / "report.html" if out is not None else _default_html()), out,
+                 compared)

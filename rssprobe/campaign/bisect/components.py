@@ -16,11 +16,19 @@ from .probes import Runner, bpp
 REFERENCE = "00-baseline"
 
 
-def bisect_components(runner: Runner, components: str, worker: tuple[str, str | None], retries: int) -> Outcome:
+def components(text: str) -> list[str]:
+    """--components SET|A,B,...: the interventions, expanded; UserError for none or an unknown one."""
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise UserError(f"--components {text!r}: names no intervention (give a set such as pr8132, or A,B)")
     try:
-        items = expand([c.strip() for c in components.split(",") if c.strip()])
+        return expand(names)
     except KeyError as e:
-        raise UserError(f"--components {components}: unknown intervention {e} (see `rssprobe patches`)") from None
+        raise UserError(f"--components {text}: unknown intervention {e} (see `rssprobe patches`)") from None
+
+
+def bisect_components(runner: Runner, text: str, worker: tuple[str, str | None], retries: int) -> Outcome:
+    items = components(text)
     runner.direction = None  # the full set, tested first, says which way is bad
     runner.round(REFERENCE, "baseline", worker, [])
     runner.reference(REFERENCE)

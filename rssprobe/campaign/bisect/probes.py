@@ -15,7 +15,7 @@ from typing import Any
 from ... import verdicts
 from ...analysis import metrics, stats
 from ...analysis.compare import Side, compare
-from ...analysis.summary import Summary
+from ...analysis.summary import summarise
 from ...config import scenario
 from ...errors import UserError
 from ...log import say
@@ -92,7 +92,7 @@ class Runner:
 
     def side(self, key: str) -> Side:
         runs = [r for g in self.groups[key] for r in GroupDir(g).runs()]
-        return Side(key, runs, [Summary(r).as_dict() for r in runs])
+        return Side(key, runs, [summarise(r) for r in runs])
 
     def reference(self, key: str) -> Side:
         """The reference side; refuses a figure it lacks, warns about one its own repeats disagree on."""

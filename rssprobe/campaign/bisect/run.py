@@ -17,7 +17,7 @@ from ...store import layout
 from ..matrix import Outcome
 from . import git
 from .commits import bisect_commits
-from .components import bisect_components
+from .components import bisect_components, components
 from .probes import DEFAULT_METRIC, Runner
 from .versions import bisect_versions
 
@@ -52,8 +52,12 @@ class BisectRequest:
 def bisect(b: BisectRequest) -> Outcome:
     """Validate everything that can be checked without a run, then run the chosen bisect; its exit code."""
     scen = scenario.load(b.scenario_ref, [*b.sets, TRIM_AT_END])
-    preflight.check_memory(scen)  # as run does: a model that cannot fit is refused before any environment or run
+    preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     ds, torch = b.deepspeed, b.torch
+    envs.check_versions("--deepspeed", ds)
+    envs.check_versions("--torch", torch)
+    if b.components is not None:
+        components(b.components)  # an empty or unknown set fails before any note or run
 
     def runner(root: Path) -> Runner:
         return Runner(root, scen, b.scenario_ref, b.sets, b.repeat, b.metric, b.threshold, b.alpha, b.malloc_env,
@@ -64,13 +68,16 @@ def bisect(b: BisectRequest) -> Outcome:
             raise UserError("--deepspeed-src needs --good REV and --bad REV")
         src = b.deepspeed_src.resolve()
         good_c, bad_c = git.commit(src, b.good), git.commit(src, b.bad)
+        if good_c == bad_c:
+            raise UserError(f"--good {b.good} and --bad {b.bad} are the same commit ({good_c[:10]}): nothing to bisect")
         r = runner((b.out or layout.bisect_root() / f"git-{good_c[:10]}-{bad_c[:10]}").resolve())
         r.open({"mode": "commits", "source": str(src), "good": good_c, "bad": bad_c, "torch": torch[:1]}, b.fresh)
         return bisect_commits(r, src, good_c, bad_c, torch[0] if torch else None, b.limits, b.limit, b.keep_envs,
                               b.pip)
     if b.components:
         worker = envs.resolve_python(b.env_ref, b.python, b.pip, say)
-        r = runner(b.out or layout.bisect_root() / f"{scen.name}-components-{layout.slug(b.components, 60)}")
+        name = f"{layout.slug(scen.name, 60)}-components-{layout.slug(b.components, 60)}"
+        r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "components", "components": b.components, "python": worker[0]}, b.fresh)
         return bisect_components(r, b.components, worker, b.retries)
     if len(ds) > 1 or len(torch) > 1:
@@ -80,8 +87,8 @@ def bisect(b: BisectRequest) -> Outcome:
             raise UserError("--env/--python fix the versions; a version bisect builds one env per version")
         axis, values = ("deepspeed", ds) if len(ds) > 1 else ("torch", torch)
         fixed = torch[0] if axis == "deepspeed" and torch else ds[0] if axis == "torch" and ds else None
-        r = runner(b.out or layout.bisect_root()
-                   / f"{scen.name}-{axis}-{layout.slug(values[0], 60)}-{layout.slug(values[-1], 60)}")
+        name = f"{layout.slug(scen.name, 60)}-{axis}-{layout.slug(values[0], 60)}-{layout.slug(values[-1], 60)}"
+        r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "versions", "axis": axis, "values": values, "fixed": fixed}, b.fresh)
         return bisect_versions(r, axis, values, fixed, b.retries, b.pip)
     raise UserError("bisect needs two or more versions (--deepspeed V1,V2,... or --torch V1,V2,...), "
