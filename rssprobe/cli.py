@@ -51,6 +51,7 @@ def _register() -> None:
         diff,
         doctor,
         env,
+        estimate,
         gate,
         matrix,
         merge,
@@ -63,7 +64,7 @@ def _register() -> None:
     )
 
     for module in (run, show, diff, gate, report, doctor, patches, env, matrix, merge, bisect, prepare, collect,
-                   scale):
+                   scale, estimate):
         main.add_command(module.command)
 
 
