@@ -47,6 +47,7 @@ from .partition import Zero
 from .pinrule import Rule
 
 FAR = 100
+GLIBC_MMAP_MAX = 32 * 2**20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: its dynamic threshold stops rising here
 FITTED = ("steady", "step_peak", "initialize", "model_copy")
 
 
@@ -217,6 +218,13 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
         notes.append(f"the target ({target.shape.params / 1e6:,.1f} M params) is {r['extrapolation']:,.0f}x the "
                      f"largest calibrated size ({max(cal.params) / 1e6:,.2f} M), beyond {FAR}x: each fitted term's "
                      "interval is widened by its whole per-parameter part")
+    largest = max(p.shape.largest_tensor for p in cal.points) * partition.FP32
+    if cal.allocator == "glibc" and "MALLOC_MMAP_THRESHOLD_" not in cal.malloc_env and \
+            largest < GLIBC_MMAP_MAX <= target.shape.largest_tensor * partition.FP32:
+        notes.append(f"the target's largest tensor is {target.shape.largest_tensor * partition.FP32 / 2**20:,.0f} MiB "
+                     f"in fp32, the calibration's {largest / 2**20:,.0f} MiB: glibc returns freed blocks above its "
+                     "largest dynamic mmap threshold (32 MiB) at once, so per-parameter residuals fitted on the "
+                     "calibration's smaller transients may overstate the target's")
     if any(t.low is None for t in terms.values()):
         notes.append("no interval: the calibration has no degrees of freedom left (2 runs); run 3 sizes or more")
     return {
