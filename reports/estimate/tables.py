@@ -1,6 +1,7 @@
 """The tables of reports/estimate.md from evidence.sh's output: each row's estimate against its measured runs.
 
-    python reports/estimate/tables.py $OUT          # $OUT of evidence.sh (estimates/*.json, runs/<row>/run-*)
+    python reports/estimate/tables.py $OUT              # $OUT of evidence.sh (estimates/*.json, runs/<row>/run-*)
+    python reports/estimate/tables.py projections $OUT  # $OUT of projections.sh (GiB per node)
 
 For every row and figure (steady RSS, peak, initialize peak; each rank and, with several ranks, the node): the
 measured mean over the repeats, their spread (max - min: glibc's retention noise between identical runs), the
@@ -61,10 +62,10 @@ def rows(out: Path) -> list[str]:
     lines = ["| row | ranks | figure | measured MiB (n; spread) | estimate MiB [95%] | error | case | "
              "DeepSpeed's estimate MiB | its error |", "|---|---:|---|---:|---:|---:|---|---:|---:|"]
     for path in sorted((out / "estimates").glob("*.json")):
-        name, est = path.stem, json.loads(path.read_text())
-        group = out / "runs" / name
-        if not GroupDir.is_group(group):
-            continue
+        name, group = path.stem, out / "runs" / path.stem
+        if not path.stat().st_size or not GroupDir.is_group(group):
+            continue  # not written yet (the estimate is still calibrating) or not measured yet
+        est = json.loads(path.read_text())
         got = [measured(r) for r in GroupDir(group).runs() if Summary(r).status == "ok"]
         if not got:
             continue
@@ -87,5 +88,26 @@ def rows(out: Path) -> list[str]:
     return lines
 
 
+def projections(out: Path) -> list[str]:
+    """projections.sh's estimates: per node, torch's default rounding against pin.register."""
+    gib = 2**30
+    lines = ["| target | params | ZeRO | ranks/node | live buffers | pinned slack | steady RSS | with pin.register | "
+             "saved | peak RSS [95%] | initialize peak is | DeepSpeed's estimate |", "|---|---:|---|---:|" + "---:|" * 6
+             + "---|---:|"]
+    for path in sorted((out / "projections").glob("*--default.json")):
+        base = json.loads(path.read_text())
+        fixed = json.loads(path.with_name(path.name.replace("--default", "--register")).read_text())
+        t, n, f = base["target"], base["node"], fixed["node"]
+        zero = f"{t['stage']}" + (" (params offloaded)" if t["offload_param"] else "")
+        peak = f"{n['peak_rss_bytes'] / gib:,.0f} [{n['peak_rss_bytes_low'] / gib:,.0f}, " \
+               f"{n['peak_rss_bytes_high'] / gib:,.0f}]"
+        lines.append(f"| {t['scenario']} | {t['params'] / 1e9:.2f} B | {zero} | {t['ranks_per_node']} | "
+                     f"{n['live_bytes'] / gib:,.0f} | {n['pinned_slack_bytes'] / gib:,.1f} | "
+                     f"{n['steady_rss_bytes'] / gib:,.0f} | {f['steady_rss_bytes'] / gib:,.0f} | "
+                     f"{(n['steady_rss_bytes'] - f['steady_rss_bytes']) / gib:,.1f} | {peak} | "
+                     f"{base['rank']['initialize_peak_is']} | {base['deepspeed_estimate_bytes'] / gib:,.0f} |")
+    return lines
+
+
 if __name__ == "__main__":
-    print("\n".join(rows(Path(sys.argv[1]))))
+    print("\n".join(projections(Path(sys.argv[2])) if sys.argv[1] == "projections" else rows(Path(sys.argv[1]))))

@@ -103,6 +103,18 @@ def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
                  via="register" if any(parse(spec)[0] == PIN_REGISTER for spec in m.get("patches") or []) else "torch")
 
 
+def recorded(ref: str | Path) -> tuple[str, dict[str, Any]]:
+    """(accelerator, versions) a scale directory's first run was made with, read before anything else is asked;
+    UserError when it is not a scale directory or holds no run."""
+    if not ScaleDir.is_scale(ref):
+        raise UserError(f"{ref}: not a scale directory (no scale.json): a calibration is a `rssprobe scale` sweep")
+    runs = Sweep.load(ref).runs()
+    if not runs:
+        raise UserError(f"{ref}: a scale directory with no runs")
+    manifest = runs[0].manifest()
+    return str(manifest.get("accelerator") or "cpu"), dict(manifest.get("versions") or {})
+
+
 def load(ref: str | Path, defaults: dict[str, Any]) -> Calibration:
     """The calibration of a scale directory (its ok runs); UserError when it is not one or has < 2 sizes."""
     if not ScaleDir.is_scale(ref):

@@ -20,9 +20,14 @@ into what the model's shapes decide exactly and what the calibration measured:
   - model copy: RSS with the model built whole, before initialize partitions it (the `after_model` phase): the
     full model every rank holds at once unless it is built under zero.Init (DeepSpeed #1814, #5290; rssprobe
     never builds under zero.Init), so the node's initialize peak grows with ranks per node.
-  The residual fits are against the whole model's parameter count, not the rank's partition: at ZeRO 1-3 each
-  rank computes every parameter's gradient, and the recorded 1, 2 and 8 rank runs of the default scenario
-  (reports/cuda-pinned) have the same residual per rank (8.57 B/param) whatever the world size.
+  Each is fitted against what it grows with (GROWS_WITH): the steady and step-peak residuals and the model copy
+  against the whole model's parameter count (every rank builds the whole model and computes every parameter's
+  gradient: the recorded 1, 2 and 8 rank runs of the default scenario, reports/cuda-pinned, have the same
+  steady residual per rank, 8.57 B/param, and the same step transient, 4.0-4.1 B/param of the whole model);
+  initialize's against the rank's partition (its transients are partition-sized buffers: on CUDA each pinned
+  one is made pageable first and copied into its pinned block; ZeRO-3's initialize_optimizer_states makes an
+  fp32 buffer of its largest sub-group's partition). A one-rank calibration cannot tell the two apart (there
+  the partition is the model); the 2-rank rows of reports/estimate.md check the choice.
 
 steady = live + slack + steady fit; step peak = live + slack + step-peak fit; initialize peak = the larger of
 (model copy, buffers after initialize + slack + initialize fit); peak = the larger of step peak and
@@ -125,12 +130,22 @@ def residuals(points: list[Point]) -> dict[str, list[float]]:
             "model_copy": [float(p.after_model) for p in points]}
 
 
+# What each fitted term grows with: the whole model (every rank computes every gradient, builds the whole model)
+# or the rank's own partition (initialize's transients are partition-sized: on CUDA each pinned buffer is first
+# made pageable and copied into its pinned block, DeepSpeedZeroOptimizer.__init__ / initialize_optimizer_states)
+GROWS_WITH = {"steady": "model", "step_peak": "model", "initialize": "partition", "model_copy": "model"}
+
+
+def size(shape: Shape, zero: Zero, term: str) -> int:
+    return shape.params if GROWS_WITH[term] == "model" else partition.partition_params(shape, zero)
+
+
 def fits(points: list[Point]) -> dict[str, stats.LinearFit]:
-    xs = [float(p.params) for p in points]
-    return {name: stats.linear_fit(xs, ys) for name, ys in residuals(points).items()}
+    return {name: stats.linear_fit([float(size(p.shape, p.zero, name)) for p in points], ys)
+            for name, ys in residuals(points).items()}
 
 
-def _fitted(fit: stats.LinearFit, n: int, far: bool, widen: bool = True) -> Term:
+def _fitted(fit: stats.LinearFit, n: float, far: bool, widen: bool = True) -> Term:
     e = stats.predict(fit, float(n))
     if e.low is None or e.high is None:
         return Term(e.value, None, None)
@@ -163,17 +178,17 @@ def checks(points: list[Point]) -> list[str]:
 
 def rank(target: Target, cal: Calibration) -> dict[str, Any]:
     """One rank's figures (bytes, with intervals) and how far the calibration was extrapolated."""
-    xs = cal.params
-    n, far_by = target.shape.params, target.shape.params / max(xs)
+    far_by = target.shape.params / max(cal.params)
     far = far_by > FAR
     f = fits(cal.points)
     roles, roles_init = live(target.shape, target.zero, "step"), live(target.shape, target.zero, "init")
     pins = pinned(target.shape, target.zero, target.rule, target.via)
     slack = Term.exact(pins["slack"])
-    steady = Term.exact(sum(roles.values())) + slack + _fitted(f["steady"], n, far)
-    step_peak = Term.exact(sum(roles.values())) + slack + _fitted(f["step_peak"], n, far)
-    state = Term.exact(sum(roles_init.values())) + slack + _fitted(f["initialize"], n, far)
-    copy = _fitted(f["model_copy"], n, far, widen=False)
+    x = {term: size(target.shape, target.zero, term) for term in GROWS_WITH}
+    steady = Term.exact(sum(roles.values())) + slack + _fitted(f["steady"], x["steady"], far)
+    step_peak = Term.exact(sum(roles.values())) + slack + _fitted(f["step_peak"], x["step_peak"], far)
+    state = Term.exact(sum(roles_init.values())) + slack + _fitted(f["initialize"], x["initialize"], far)
+    copy = _fitted(f["model_copy"], x["model_copy"], far, widen=False)
     init_peak = larger(copy, state)
     peak = larger(step_peak, init_peak)
     baseline = stats.mean_interval([float(p.baseline) for p in cal.points])

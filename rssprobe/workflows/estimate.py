@@ -105,9 +105,8 @@ def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape]:
     return scen, modelshape.of(scen, req.scenario_ref)
 
 
-def _rule(cal: calib.Calibration, conf: str | None) -> Rule:
+def _rule(version: str | None, conf: str | None) -> Rule:
     """The caching host allocator the slack is predicted with: the calibration's torch under the alloc conf."""
-    version = cal.versions.get("torch")
     if conf is not None:
         for key in torch_alloc_conf.split(conf):
             since = KEYS_SINCE.get(key)
@@ -243,6 +242,12 @@ def run(req: Request) -> dict[str, Any]:
     if req.calibration is None and req.accelerator == "cuda":
         raise UserError("--accelerator cuda needs --calibration DIR: a scale directory measured on a GPU (a "
                         "CUDA process's fixed cost and per-parameter residuals are not this machine's)")
+    if req.calibration is not None:  # what it was measured on decides before DeepSpeed is asked anything
+        accelerator, versions = calib.recorded(req.calibration)
+        if accelerator != req.accelerator:
+            raise UserError(f"--calibration {req.calibration}: measured on {accelerator}, the target is "
+                            f"--accelerator {req.accelerator}")
+        _rule(versions.get("torch"), req.torch_alloc_conf)
     python, _env = resolve_python(req.env_ref, req.python, log=say)
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
                                "nodes": req.nodes, "stage": scen.zero.stage,
@@ -252,10 +257,7 @@ def run(req: Request) -> dict[str, Any]:
                              req.accelerator, defaults)
     directory = req.calibration or calibrate(req, scen, calibration_key(req, scen, info, python, patches), patches)
     cal = calib.load(directory, defaults)
-    if cal.accelerator != req.accelerator:
-        raise UserError(f"--calibration {directory}: measured on {cal.accelerator}, the target is "
-                        f"--accelerator {req.accelerator}")
-    rule = _rule(cal, req.torch_alloc_conf)
+    rule = _rule(cal.versions.get("torch"), req.torch_alloc_conf)
     target = arithmetic.Target(shape, zero, ranks, req.nodes, rule,
                                "register" if PIN_REGISTER in req.patches else "torch")
     out = arithmetic.estimate(target, cal)
