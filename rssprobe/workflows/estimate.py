@@ -41,7 +41,8 @@ from ..run.group import TRIM_AT_END, Start
 from ..store import layout, reader
 from ..store.writer import now_iso, write_json_atomic
 
-CALIBRATION_LAYERS = (1, 2, 3)  # times the param groups: the smallest models of the scenario's shape
+CALIBRATION_LAYERS = (1, 2, 3)  # times the param groups: the smallest models of the scenario's shape ...
+CALIBRATION_SPAN = 2  # ... stretched until the largest has this many times the smallest's parameters
 CALIBRATION_STEPS = 2  # step 1 makes Adam's states; step 2 is the steady step
 CALIBRATION_FILE = "calibration.json"
 ACCELERATORS = ("cpu", "cuda")
@@ -130,7 +131,7 @@ def calibration_key(req: Request, scen: Scenario, info: contract.DeepSpeedInfo, 
                     patches: list[str]) -> dict[str, Any]:
     return {"torch": info["torch"], "deepspeed": info["deepspeed"], "python": python, "scenario": _shape_key(scen),
             "allocator": req.allocator, "malloc_env": req.malloc_env, "patches": patches, "repeat": req.repeat,
-            "layers": list(CALIBRATION_LAYERS), "steps": CALIBRATION_STEPS}
+            "layers": calibration_layers(scen), "steps": CALIBRATION_STEPS}
 
 
 def calibration_dir(scen: Scenario, key: dict[str, Any]) -> Path:
@@ -138,10 +139,21 @@ def calibration_dir(scen: Scenario, key: dict[str, Any]) -> Path:
     return layout.estimate_root() / layout.slug(f"{scen.name}-{digest}")
 
 
-def calibration_sizes(scen: Scenario) -> list[float]:
+def calibration_layers(scen: Scenario) -> list[int]:
+    """Three layer counts of the scenario's shape: 1, 2, 3 (x param groups), stretched where the layers are a small
+    part of the model (a transformers model's embedding and head) until the largest model has CALIBRATION_SPAN
+    times the smallest's parameters, so that the fit's slope is measured over a range of sizes, not one point."""
     groups = scen.model.param_groups if scen.model.kind == "linear" else 1
     per_layer, outside = modelshape.layer_params(scen)
-    return [float(outside + k * groups * per_layer) for k in CALIBRATION_LAYERS]
+    first = groups * CALIBRATION_LAYERS[0]
+    last = max(groups * CALIBRATION_LAYERS[-1],
+               -(-((CALIBRATION_SPAN - 1) * (outside + first * per_layer) + first * per_layer) // per_layer))
+    return [first, (first + last) // 2, last]
+
+
+def calibration_sizes(scen: Scenario) -> list[float]:
+    per_layer, outside = modelshape.layer_params(scen)
+    return [float(outside + k * per_layer) for k in calibration_layers(scen)]
 
 
 def _read_key(path: Path) -> dict[str, Any] | None:
@@ -168,7 +180,7 @@ def calibrate(req: Request, scen: Scenario, key: dict[str, Any], patches: list[s
                                                     "created": now_iso()})
         sets = [*(s for s in req.sets if s.split("=", 1)[0].strip() not in ("model.params", "model.layers")),
                 f"steps={CALIBRATION_STEPS}", "world_size=1", TRIM_AT_END]
-        say(f"calibrating {scen.name} on this machine: {len(CALIBRATION_LAYERS)} sizes x {req.repeat} run(s), "
+        say(f"calibrating {scen.name} on this machine: {len(calibration_layers(scen))} sizes x {req.repeat} run(s), "
             f"{CALIBRATION_STEPS} steps each, into {directory}")
         outcome = scale.sweep(calibration_sizes(scen), Start(
             scenario_ref=req.scenario_ref, sets=sets, patches=patches, allocator=req.allocator,
