@@ -198,10 +198,10 @@ def buffers(shape: Shape, zero: Zero) -> list[Buffer]:
                           "init"))
         out.append(Buffer("ipg_buckets.buffer (touched)", "buckets", min(zero.reduce_bucket_size, shape.params), e,
                           False, on_cpu, "step"))
-        if zero.world > 1:  # at one rank a gathered parameter is a view of its own partition
+        if zero.world > 1:  # at one rank a gathered parameter is a view of its own partition; gathered in forward
             whole = sum(n for group, keep in zip(shape.groups, persistent(shape, zero), strict=True)
                         for n, k in zip(group, keep, strict=True) if k)
-            out.append(Buffer("persistent_parameters", "gathered_params", whole, e, False, on_cpu, "init"))
+            out.append(Buffer("persistent_parameters", "gathered_params", whole, e, False, on_cpu, "step"))
         states = subs
     out += [Buffer(f"optimizer.state.{name}", f"adam_{name}", p, FP32, False, True, "step")
             for p in states for name in ("exp_avg", "exp_avg_sq")]

@@ -76,6 +76,7 @@ class Request:
     patches: list[str] = field(default_factory=list)
     torch_alloc_conf: str | None = None
     repeat: int = 1
+    calibration_ranks: int = 1
     env_ref: str | None = None
     python: str | None = None
     argv: list[str] = field(default_factory=list)
@@ -91,6 +92,7 @@ def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape]:
     _number("--params", req.params, 1)
     _number("--ranks-per-node", req.ranks_per_node, 1)
     _number("--nodes", req.nodes, 1)
+    _number("--calibration-ranks", req.calibration_ranks, 1)
     if req.accelerator not in ACCELERATORS:
         raise UserError(f"--accelerator {req.accelerator}: not one of {', '.join(ACCELERATORS)}")
     scen = scenario.load(req.scenario_ref, [*req.sets, *([f"model.params={req.params!r}"] if req.params else [])])
@@ -131,6 +133,7 @@ def calibration_key(req: Request, scen: Scenario, info: contract.DeepSpeedInfo, 
                     patches: list[str]) -> dict[str, Any]:
     return {"torch": info["torch"], "deepspeed": info["deepspeed"], "python": python, "scenario": _shape_key(scen),
             "allocator": req.allocator, "malloc_env": req.malloc_env, "patches": patches, "repeat": req.repeat,
+            **({"ranks": req.calibration_ranks} if req.calibration_ranks != 1 else {}),
             "layers": calibration_layers(scen), "steps": CALIBRATION_STEPS}
 
 
@@ -179,9 +182,9 @@ def calibrate(req: Request, scen: Scenario, key: dict[str, Any], patches: list[s
         write_json_atomic(home / CALIBRATION_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "key": key,
                                                     "created": now_iso()})
         sets = [*(s for s in req.sets if s.split("=", 1)[0].strip() not in ("model.params", "model.layers")),
-                f"steps={CALIBRATION_STEPS}", "world_size=1", TRIM_AT_END]
+                f"steps={CALIBRATION_STEPS}", f"world_size={req.calibration_ranks}", TRIM_AT_END]
         say(f"calibrating {scen.name} on this machine: {len(calibration_layers(scen))} sizes x {req.repeat} run(s), "
-            f"{CALIBRATION_STEPS} steps each, into {directory}")
+            f"{CALIBRATION_STEPS} steps each, {req.calibration_ranks} rank(s), into {directory}")
         outcome = scale.sweep(calibration_sizes(scen), Start(
             scenario_ref=req.scenario_ref, sets=sets, patches=patches, allocator=req.allocator,
             malloc_env=req.malloc_env, repeat=req.repeat, env_ref=req.env_ref, python=req.python,
