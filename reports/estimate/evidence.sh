@@ -26,3 +26,7 @@ row llama 3 llama-small --ranks-per-node 1 --repeat 2 -- llama-small
 row llama-6l 2 llama-small --params 3.36e7 --ranks-per-node 1 --repeat 2 -- llama-small --set model.params=3.36e7
 row llama-zero3-2r 2 llama-small-zero3 --ranks-per-node 2 --repeat 2 -- llama-small-zero3 --world-size 2
 row issue7693-cpu 3 issue7693-cpu --ranks-per-node 1 --repeat 2 -- issue7693-cpu
+row llama-zero3-2r-fixed 2 llama-small-zero3 --ranks-per-node 2 "${FIXED[@]}" -- llama-small-zero3 --world-size 2 "${FIXED[@]}"
+# the same 2-rank ZeRO-3 runs, estimated from a calibration made at 2 ranks (ZeRO-3's gathers are a 2-rank cost)
+[[ -e $OUT/runs/llama-zero3-2r-cal2 ]] || ln -s llama-zero3-2r "$OUT/runs/llama-zero3-2r-cal2"
+row llama-zero3-2r-cal2 2 llama-small-zero3 --ranks-per-node 2 --repeat 2 --calibration-ranks 2 -- unused
