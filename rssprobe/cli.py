@@ -54,6 +54,7 @@ def _register() -> None:
         diff,
         doctor,
         env,
+        estimate,
         gate,
         matrix,
         merge,
@@ -66,7 +67,7 @@ def _register() -> None:
     )
 
     for module in (run, show, diff, gate, report, doctor, patches, env, matrix, merge, bisect, prepare, collect,
-                   scale):
+                   scale, estimate):
         main.add_command(module.command)
 
 

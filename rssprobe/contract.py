@@ -127,6 +127,22 @@ class AllocConfAnswer(TypedDict):
     error: str | None  # torch's own refusal, first line; None: it took the setting
     known: dict[str, bool] | None  # a CPU build: key -> whether its parser knows it (None: not asked)
 
+
+# `python -m rssprobe.worker.dsinfo REQUEST` (the installed DeepSpeed asked before an estimate) prints its answer
+# (DeepSpeedInfo, JSON) on the line that starts with this
+DS_INFO_ANSWER = "RSSPROBE-DS-INFO "
+
+
+class DeepSpeedInfo(TypedDict):
+    """What the worker's DeepSpeed says for an estimate (rssprobe.worker.dsinfo; workflows/estimate.py reads it)."""
+
+    torch: str
+    deepspeed: str
+    zero_defaults: dict[str, Any]  # DeepSpeedZeroConfig's sub_group_size, persistence thresholds, pin_memory
+    estimator_cpu_bytes: int | None  # DeepSpeed's own estimate of the node's host memory (model states)
+    estimator: str | None  # the function that gave it
+
+
 IN_USE = ("uordblks", "hblkhd")  # small chunks in use + mmapped chunks: what the program holds
 
 

@@ -60,3 +60,22 @@ def tiny_baseline(runs_dir: Path) -> Path:
     out = runs_dir / "tiny-baseline"
     rssprobe("run", "tiny", "--out", str(out), *STEADY_GLIBC, check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_two_ranks(runs_dir: Path) -> Path:
+    """One real tiny run on 2 ranks (fixed mmap threshold), shared by the multi-rank and estimate tests."""
+    out = runs_dir / "two-ranks"
+    rssprobe("run", "tiny", "--world-size", "2", "--out", str(out), *STEADY_GLIBC, check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
+    """`rssprobe estimate tiny --calibrate` into a throw-away estimate root (3 sizes of tiny, 2 steps each, fixed
+    mmap threshold): (the estimate root, the estimate for tiny on one rank as JSON, its stderr)."""
+    root = tmp_path_factory.mktemp("estimate-root")
+    proc = rssprobe("estimate", "tiny", "--calibrate", "--ranks-per-node", "1", *STEADY_GLIBC, "--format", "json",
+                    env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
+    return root, json.loads(proc.stdout), proc.stderr
+

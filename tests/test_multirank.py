@@ -19,10 +19,8 @@ PARTITIONED = ("fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq")
 
 
 @pytest.fixture(scope="module")
-def two_ranks(runs_dir: Path) -> Path:
-    out = runs_dir / "two-ranks"
-    rssprobe("run", "tiny", "--world-size", "2", "--out", str(out), check=True)
-    return out
+def two_ranks(tiny_two_ranks: Path) -> Path:
+    return tiny_two_ranks
 
 
 def test_two_ranks_each_hold_half_of_the_partitioned_state(two_ranks: Path, tiny_baseline: Path) -> None:

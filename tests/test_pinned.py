@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rssprobe.analysis.metrics import GATED
-from rssprobe.analysis.pinned import _ops
+from rssprobe.analysis.pinned import request_ops
 from rssprobe.analysis.pinrule import MIB, Rule, power_of_two_ceil, predict
 from rssprobe.config import scenario
 
@@ -130,7 +130,7 @@ def test_partitions_just_below_a_power_of_two_predict_no_slack(knob_run: Path, t
     of two (the model sized from the rule), so held ~ requested; tiny's (width 1024) sit just above: ~2x."""
     reqs = requests(knob_run)
     s = summary(knob_run)
-    p = predict(_ops(reqs, []), Rule.of(s["versions"]["torch"], None))
+    p = predict(request_ops(reqs, []), Rule.of(s["versions"]["torch"], None))
     for r in reqs:
         if r["role"] in ("fp32_master", "fp32_grad", "h2d_staging"):
             assert power_of_two_ceil(r["bytes"]) < r["bytes"] * 1.001  # the sizes chosen: below, within 0.1%

@@ -77,3 +77,21 @@ def test_a_paired_ratio_finds_a_known_cost_with_an_interval_that_covers_it() -> 
         covered += r.low <= 1.01 <= r.high
         assert r.half_width < 0.005
     assert covered >= 180
+
+
+def test_a_prediction_interval_worked_by_hand() -> None:
+    """(0, 0), (1, 1), (2, 3): slope 1.5, intercept -1/6, residuals 1/6, -1/3, 1/6 (SSR 1/6, 1 dof); at x0 = 3 a
+    new point is 13/3 +- t(1) sqrt(1/6 (1 + 1/3 + (3 - 1)^2 / 2)) = 12.706 x 0.7454; the intercept is -1/6 +-
+    t(1) x its standard error sqrt(1/6 (1/3 + 1/2)); a line through its points exactly predicts with no width."""
+    from rssprobe.analysis.stats import intercept, linear_fit, predict
+
+    fit = linear_fit([0, 1, 2], [0, 1, 3])
+    got = predict(fit, 3)
+    assert abs(got.value - 13 / 3) < 1e-12
+    assert abs((got.high - got.value) - 12.7062047 * (1 / 6 * (1 + 1 / 3 + 2)) ** 0.5) < 1e-5
+    fixed = intercept(fit)
+    assert abs(fixed.value + 1 / 6) < 1e-12
+    assert abs((fixed.high - fixed.value) - 12.7062047 * (1 / 6 * 5 / 6) ** 0.5) < 1e-5
+    exact = predict(linear_fit([1, 2, 3], [2, 4, 6]), 10)
+    assert exact.value == exact.low == exact.high == 20
+    assert predict(linear_fit([1, 2], [2, 5]), 3).low is None  # two points: no degrees of freedom, no interval

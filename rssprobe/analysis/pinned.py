@@ -32,7 +32,7 @@ def alloc_conf(config: dict[str, Any], manifest: dict[str, Any]) -> str | None:
     return (manifest.get("scenario") or {}).get("torch_alloc_conf")
 
 
-def _ops(requests: list[dict[str, Any]], freed: list[dict[str, int]]) -> list[tuple[Any, ...]]:
+def request_ops(requests: list[dict[str, Any]], freed: list[dict[str, int]]) -> list[tuple[Any, ...]]:
     """Allocations and frees in the order they happened (request ids and free numbers share one counter)."""
     timeline: list[tuple[int, tuple[Any, ...]]] = [
         (r["id"], ("alloc", r["id"], r["bytes"] or 0, str(r.get("via", "torch")))) for r in requests]
@@ -57,7 +57,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     torch_version = (manifest.get("versions") or {}).get("torch")
     conf = alloc_conf(config, manifest)
     rule = Rule.of(torch_version, conf)
-    p = pinrule.predict(_ops(requests, freed), rule)
+    p = pinrule.predict(request_ops(requests, freed), rule)
     on_cuda = (config.get("accelerator") or manifest.get("accelerator")) == "cuda"
 
     def per_param(n: float | None) -> float | None:

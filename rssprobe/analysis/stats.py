@@ -204,6 +204,28 @@ def slope_interval(x: list[float], y: list[float], confidence: float = LEVEL) ->
     return Estimate(fit.slope, fit.slope - half, fit.slope + half, len(x), confidence)
 
 
+def predict(fit: LinearFit, x0: float, level: float = LEVEL) -> Estimate:
+    """A new observation at x0 from a least-squares fit, with its t prediction interval (the fit's uncertainty
+    and the scatter of one new point about the line: s^2 (1 + 1/n + (x0 - mean x)^2 / Sxx), n - 2 degrees of
+    freedom); no interval without degrees of freedom; a fit through its points exactly gives a zero-width one."""
+    value = fit.intercept + fit.slope * x0
+    t = t_quantile(fit.dof, level)
+    if t is None:
+        return Estimate(value, None, None, fit.n, level)
+    s2 = fit.ssr / fit.dof
+    half = t * (s2 * (1 + 1 / fit.n + ((x0 - fit.x_mean) ** 2 / fit.sxx if fit.sxx else 0.0))) ** 0.5
+    return Estimate(value, value - half, value + half, fit.n, level)
+
+
+def intercept(fit: LinearFit, level: float = LEVEL) -> Estimate:
+    """The fit's intercept (its fixed part) with its t confidence interval; none without degrees of freedom."""
+    t = t_quantile(fit.dof, level)
+    if t is None:
+        return Estimate(fit.intercept, None, None, fit.n, level)
+    half = t * fit.se_intercept
+    return Estimate(fit.intercept, fit.intercept - half, fit.intercept + half, fit.n, level)
+
+
 def interval(a: list[float], b: list[float], level: float = LEVEL) -> float | None:
     """Half-width of a Welch t interval for mean(b) - mean(a); None with fewer than 2 repeats a side."""
     if len(a) < 2 or len(b) < 2:

@@ -115,18 +115,22 @@ def _check_attention(config: Any, given: dict[str, Any], where: str) -> None:
         raise UserError(f"{where}.{key}: {heads} attention heads")
 
 
-def meta_counts(config: Any) -> dict[str, int]:
-    """Unique parameters and parameter tensors of the model the config describes, built on the meta device
-    (shapes only: nothing allocated, nothing initialised)."""
+def meta_model(config: Any) -> Any:
+    """The model the config describes, built on the meta device (shapes only: nothing allocated, nothing
+    initialised)."""
     import warnings
 
     import torch
 
     tf = _transformers()
     with torch.device("meta"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's note on zero-element tensors: refused below, by key
-        model = tf.AutoModelForCausalLM.from_config(config)
-    params = list(model.parameters())  # unique: a tied weight once
+        warnings.simplefilter("ignore")  # torch's note on zero-element tensors: refused by key where it matters
+        return tf.AutoModelForCausalLM.from_config(config)
+
+
+def meta_counts(config: Any) -> dict[str, int]:
+    """Unique parameters and parameter tensors of the model the config describes (meta_model)."""
+    params = list(meta_model(config).parameters())  # unique: a tied weight once
     return {"params": sum(p.numel() for p in params), "tensors": len(params),
             "empty": sum(1 for p in params if p.numel() == 0)}
 

@@ -107,6 +107,11 @@ def is_rssprobe_env(python: str) -> bool:
     return Path(python).absolute().parent.parent.parent == envs_root().absolute()
 
 
+def estimate_root() -> Path:
+    """`rssprobe estimate`'s calibrations (RSSPROBE_ESTIMATE, else the cache root's estimate/)."""
+    return _root("RSSPROBE_ESTIMATE", str(cache_root() / "estimate"))
+
+
 def reports_root() -> Path:
     """Where `rssprobe report` writes a page when no --out or --html is given."""
     return Path("reports")

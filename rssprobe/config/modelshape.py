@@ -1,0 +1,84 @@
+"""The exact tensor shapes of a scenario's model, as DeepSpeed will see them, before anything is built.
+
+DeepSpeed sizes every ZeRO buffer from the parameter tensors it is handed, per optimizer param group, in the
+order the groups list them (analysis/partition.py does that arithmetic). This module says what those tensors
+are: for the Linear stack, from the scenario (each layer a weight of width x width and a bias of width; the
+layers dealt round-robin to `param_groups` groups, as worker/training.py builds them); for a transformers
+model, from the model built on torch's meta device (no memory; `model.parameters()` order, one group, a tied
+weight once, as worker/models.py hands them to deepspeed.initialize). The largest layer (the parameters one
+module owns directly) is what DeepSpeed's ZeRO-3 estimator asks for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UserError
+from . import hfconfig
+from .scenario import Model, Scenario
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A model's parameter tensors (element counts) per optimizer param group, in DeepSpeed's order."""
+
+    groups: tuple[tuple[int, ...], ...]
+    largest_layer: int  # the most parameters one module owns directly
+    layers: int
+
+    @property
+    def params(self) -> int:
+        return sum(sum(g) for g in self.groups)
+
+    @property
+    def tensors(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def largest_tensor(self) -> int:
+        return max(n for g in self.groups for n in g)
+
+
+def linear(layers: int, width: int, param_groups: int) -> Shape:
+    """Linear(width, width) x layers: weight then bias per layer; layer k in group k mod param_groups."""
+    per_layer = (width * width, width)
+    groups = tuple(tuple(n for _layer in range(g, layers, param_groups) for n in per_layer)
+                   for g in range(param_groups))
+    return Shape(groups, width * width + width, layers)
+
+
+def transformers(hf: dict[str, object], label: str, layers: int) -> Shape:
+    """A transformers model of `layers` decoder layers, built on the meta device."""
+    model = hfconfig.meta_model(hfconfig.build_config(hf, label, layers))
+    numels = tuple(p.numel() for p in model.parameters())  # unique: a tied weight once
+    largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    return Shape((numels,), largest, layers)
+
+
+def of(scen: Scenario, label: str = "") -> Shape:
+    """The shape of the model `scen` trains (its resolved layer count)."""
+    m: Model = scen.model
+    if m.kind == "linear":
+        return linear(m.n_layers, m.width, m.param_groups)
+    if m.kind == "transformers":
+        return transformers(dict(m.hf or {}), label or scen.name, m.n_layers)
+    raise UserError(f"{label or scen.name}: a script's model is its own; rssprobe cannot size it before it runs")
+
+
+def layer_params(scen: Scenario) -> tuple[int, int]:
+    """(parameters of one layer, parameters outside the layers) of the scenario's architecture."""
+    m = scen.model
+    if m.kind == "linear":
+        return m.width * m.width + m.width, 0
+    one, two = (transformers(dict(m.hf or {}), scen.name, n).params for n in (1, 2))
+    return two - one, 2 * one - two
+
+
+def recorded(model: dict[str, object], layers: int | None, label: str) -> Shape:
+    """The shape of a run's model from its manifest's scenario `model` table and the layer count it ran with."""
+    if model.get("kind", "linear") == "transformers" and isinstance(model.get("hf"), dict) and layers:
+        return transformers(dict(model["hf"]), label, layers)  # type: ignore[arg-type]
+    width, groups = model.get("width"), model.get("param_groups") or 1
+    if model.get("kind", "linear") != "linear" or not isinstance(width, int) or not isinstance(layers, int):
+        raise UserError(f"{label}: its model's shape is not recorded (kind {model.get('kind')!r})")
+    return linear(layers, width, int(groups))  # type: ignore[call-overload]
