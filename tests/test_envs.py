@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import envs
 from rssprobe.errors import UserError
+from rssprobe.run import envs
 
 from .conftest import rssprobe
 

@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"store"},
     {"config"},
     {"analysis"},
-    {"run", "envs"},
+    {"run"},
     {"campaign"},
     {"workflows"},
     {"reporters"},

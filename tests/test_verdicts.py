@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rssprobe import envs, verdicts
+from rssprobe import verdicts
 from rssprobe.analysis import stats
 from rssprobe.campaign.bisect import git as gitbisect
 from rssprobe.campaign.bisect import probes as bisect_probes
 from rssprobe.cli import main
+from rssprobe.run import envs
 from rssprobe.run import launch as launcher
 from rssprobe.store import rundir as storage
 

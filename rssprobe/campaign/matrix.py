@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import envs
 from ..analysis import metrics, stats
 from ..analysis.compare import Side
 from ..config import patchsets, scenario
@@ -28,7 +27,7 @@ from ..config.allocators import ALLOCATORS
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..log import say
-from ..run import host, launch, preflight
+from ..run import envs, host, launch, preflight
 from ..run.group import TRIM_AT_END, rerun_argv
 from ..run.progress import CampaignProgress
 from ..store import layout

@@ -6,7 +6,7 @@ the K-th share of all the plan's cells (optional ones counted, so the share does
 The bar counts runs over the whole plan and estimates the time left from the mean wall time of the runs
 finished so far (in this session or an earlier one), so a resumed plan estimates from its first cell on.
 A cell whose versions are this Python's own runs here; others run in an environment built on demand
-(rssprobe.envs), whose first run compiles DeepSpeed's ops (through ccache where present).
+(rssprobe.run.envs), whose first run compiles DeepSpeed's ops (through ccache where present).
 """
 
 from __future__ import annotations

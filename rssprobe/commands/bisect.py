@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from .. import envs
 from ..campaign.bisect.probes import DEFAULT_METRIC
 from ..campaign.bisect.run import BisectRequest, bisect
 from ..contract import STEADY_MALLOC_ENV
 from ..reporters import show
+from ..run import envs
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, python_options, scenario_sets
 

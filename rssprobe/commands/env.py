@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from .. import envs
 from ..log import say
 from ..reporters import views
 from ..reporters.output import emit
+from ..run import envs
 from .common_args import format_option, pip_flags
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from .. import envs
 from ..campaign import matrix, plan
 from ..config.plan import load
 from ..contract import STEADY_MALLOC_ENV
 from ..reporters import show
+from ..run import envs
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, scenario_sets
 

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import envs
 from ..config import overlay, patchsets, scenario
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..log import say
 from ..store.layout import runs_root
 from ..store.rundir import GroupDir
-from . import launch, preflight
+from . import envs, launch, preflight
 from .progress import RunProgress
 
 __all__ = ["STEADY_MALLOC_ENV", "TRIM_AT_END", "Start", "build_request", "exit_code", "order", "rerun_argv",

@@ -33,10 +33,10 @@ from ..campaign import scale
 from ..config import hfconfig, modelshape, scenario, torch_alloc_conf
 from ..config.scenario import Scenario
 from ..contract import PIN_REGISTER, parse
-from ..envs import resolve_python
 from ..errors import UserError
 from ..log import say
 from ..run import dsinfo
+from ..run.envs import resolve_python
 from ..run.group import TRIM_AT_END, Start
 from ..store import layout, reader
 from ..store.writer import now_iso, write_json_atomic

@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ... import envs
 from ...analysis import stats
 from ...analysis.compare import Side
 from ...log import say
+from ...run import envs, host, launch
 from ...run import group as groups
-from ...run import host, launch
 from ...store.rundir import GroupDir
 from ..matrix import Outcome
 from . import git, probes

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import envs
 from ...analysis import stats
 from ...config import scenario
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
-from ...run import preflight
+from ...run import envs, preflight
 from ...run.group import TRIM_AT_END
 from ...store import layout
 from ..matrix import Outcome

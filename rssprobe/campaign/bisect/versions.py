@@ -8,9 +8,10 @@ the way the last version (the bad endpoint) moved, which is then probed first.
 
 from __future__ import annotations
 
-from ... import envs, verdicts
+from ... import verdicts
 from ...errors import UserError
 from ...log import say
+from ...run import envs
 from ...store import layout
 from ..matrix import Outcome
 from . import search

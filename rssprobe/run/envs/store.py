@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
-from ..store import layout, reader
-from ..store.layout import envs_root
+from ...errors import UserError
+from ...store import layout, reader
+from ...store.layout import envs_root
 from .spec import EnvSpec
 
 MARKER = layout.ENV_MARKER

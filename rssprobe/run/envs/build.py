@@ -11,10 +11,10 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import UserError
-from ..run import host
-from ..store.layout import envs_root
-from ..store.writer import now_iso, write_json_atomic
+from ...errors import UserError
+from ...store.layout import envs_root
+from ...store.writer import now_iso, write_json_atomic
+from .. import host
 from .spec import EnvSpec, Source
 from .store import MARKER, Env, lock
 

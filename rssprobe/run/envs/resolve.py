@@ -6,9 +6,9 @@ import os
 import shutil
 import sys
 
-from ..errors import UserError
-from ..run import host
-from ..store.layout import envs_root
+from ...errors import UserError
+from ...store.layout import envs_root
+from .. import host
 from .build import Log, create
 from .spec import EnvSpec
 from .store import find, is_name

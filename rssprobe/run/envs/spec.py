@@ -10,8 +10,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from ..errors import UserError
-from ..store import layout
+from ...errors import UserError
+from ...store import layout
 
 MAX_NAME = 40
 

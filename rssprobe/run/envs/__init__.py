@@ -11,7 +11,7 @@ spec: parsing a spec; store: the envs on disk and their lock; build: making one;
 resolve: which Python --env/--python/--torch/--deepspeed mean.
 """
 
-from ..store.layout import envs_root
+from ...store.layout import envs_root
 from .build import create
 from .resolve import for_versions, pip_options, resolve_python
 from .spec import EnvSpec, Source, check_versions
