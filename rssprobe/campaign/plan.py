@@ -17,14 +17,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .. import contract, envs
+from .. import contract
 from ..analysis import metrics
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
 from ..contract import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
-from ..run import host, launch, preflight
+from ..run import envs, host, launch, preflight
 from ..run.group import TRIM_AT_END, rerun_argv
 from ..run.progress import CampaignProgress
 from ..store import layout
