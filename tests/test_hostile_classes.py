@@ -412,6 +412,15 @@ ABSURD = [  # (id, arguments, files by name, message fragment)
                                "-1"], {}, "--limit"),
     ("components-comma", ["bisect", "tiny", "--components", ","], {}, "names no intervention"),
     ("components-unknown", ["bisect", "tiny", "--components", "pr8132.nope"], {}, "unknown intervention"),
+    # a layer count drives loops (a shape per layer, a meta model): bounded before anything is built
+    ("params-absurd", ["run", "tiny", "--set", "model.params=1e30"], {}, "(at most 100,000)"),
+    ("hf-layers-absurd", ["run", "llama-small", "--set", "model.hf.num_hidden_layers=1000000000"], {},
+     "1,000,000,000 layers (1 to 100,000)"),
+    ("estimate-params-absurd", ["estimate", "tiny", "--ranks-per-node", "1", "--params", "1e30"], {},
+     "(at most 100,000)"),
+    ("estimate-ranks-absurd", ["estimate", "tiny", "--ranks-per-node", "100000000"], {}, "padding only"),
+    ("script-steps-timeout", ["run", "--script", "{train.py}", "--steps", "2", "--set", "timeout_s=1e-9"],
+     {"train.py": "print('never run')\n"}, "timeout_s: 1e-09 s is shorter"),
 ]
 
 
@@ -435,7 +444,7 @@ def _arguments(args: list[str], work: Path, files: dict[str, str | bytes], origi
 def _roots(tmp_path: Path) -> dict[str, str]:
     runs = tmp_path / "roots"
     return {"RSSPROBE_RUNS": str(runs), "RSSPROBE_SCALE": str(runs), "RSSPROBE_MATRIX": str(runs),
-            "RSSPROBE_BISECT": str(runs)}
+            "RSSPROBE_BISECT": str(runs), "RSSPROBE_ESTIMATE": str(runs)}
 
 
 @_cases(ABSURD)

@@ -22,6 +22,9 @@ from ..errors import UserError
 # Keys every config accepts that no config lists in to_dict (PretrainedConfig's own keyword arguments)
 COMMON_KEYS = frozenset({"model_type", "dtype", "torch_dtype", "attn_implementation", "tie_word_embeddings"})
 LAYERS = "num_hidden_layers"
+# the most layers a model of either kind may resolve to (the largest published models have ~130): a layer count
+# drives loops (a shape per layer, a meta model), so an absurd one (model.params = 1e30) is refused, not run
+MAX_LAYERS = 100_000
 
 
 def _transformers() -> Any:
@@ -142,14 +145,17 @@ def resolve(model: Any, label: str) -> None:
     base = build_config(hf, label)
     key = layers_key(base)
     layers = int(getattr(base, key))
-    if layers < 1:
-        raise UserError(f"{label}: model.hf.{key}: {layers} layers")
+    if not 1 <= layers <= MAX_LAYERS:
+        raise UserError(f"{label}: model.hf.{key}: {layers:,} layers (1 to {MAX_LAYERS:,})")
     try:
         counts = meta_counts(base) if model.params is None else None
         if model.params is not None:
             one, two = (meta_counts(build_config(hf, label, n)) for n in (1, 2))
             per_layer, fixed = two["params"] - one["params"], 2 * one["params"] - two["params"]
             layers = max(1, round((float(model.params) - fixed) / per_layer)) if per_layer > 0 else 1
+            if layers > MAX_LAYERS:
+                raise UserError(f"{label}: model.params {float(model.params):g} needs {layers:,} layers of "
+                                f"this architecture (at most {MAX_LAYERS:,})")
             counts = {"params": fixed + layers * per_layer, "empty": one["empty"],
                       "tensors": 2 * one["tensors"] - two["tensors"] + layers * (two["tensors"] - one["tensors"])}
     except UserError:

@@ -73,6 +73,10 @@ class Model(_Strict):
                 raise ValueError(f"{key} applies to kind = \"transformers\" (this model is kind = \"linear\")")
         if (self.params is None) == (self.layers is None):
             raise ValueError("give exactly one of model.params or model.layers")
+        if self.n_layers > hfconfig.MAX_LAYERS:
+            given = f"model.params {self.params:g} needs" if self.layers is None else "model.layers:"
+            raise ValueError(f"{given} {self.n_layers:,} layers of width {self.width} (at most "
+                             f"{hfconfig.MAX_LAYERS:,})")
         if self.param_groups > self.n_layers:
             raise ValueError(f"param_groups ({self.param_groups}) exceeds the number of layers ({self.n_layers})")
         return self

@@ -92,13 +92,20 @@ def check_ranks(scen: Scenario, cores: int | None = None) -> None:
                         f"{RANKS_PER_CORE} per core: {cores * RANKS_PER_CORE}); several machines: rssprobe prepare")
 
 
+def _steps(scen: Scenario) -> int:
+    """The steps the run makes, as far as known before it: a script's are its --steps, else its own (0 here)."""
+    if scen.steps is not None:
+        return scen.steps
+    return (scen.script.stop_after if scen.script is not None else None) or 0
+
+
 def check_time(scen: Scenario) -> None:
     """UserError when timeout_s is shorter than the run can possibly take (lower bounds, named)."""
     per_step = scen.model.n_params * MIN_STEP_BYTES_PER_PARAM / MAX_BYTES_PER_S
-    least = MIN_START_S + scen.steps * per_step
+    least = MIN_START_S + _steps(scen) * per_step
     if scen.timeout_s < least:
         raise UserError(f"timeout_s: {scen.timeout_s:g} s is shorter than this run can take: at least {least:,.1f} s "
-                        f"(a worker's start >= {MIN_START_S:g} s, and {scen.steps:,} steps of "
+                        f"(a worker's start >= {MIN_START_S:g} s, and {_steps(scen):,} steps of "
                         f"{scen.model.n_params:,} params >= {per_step:.2g} s each)")
 
 
@@ -112,9 +119,9 @@ def check_disk(scen: Scenario, where: Path | None = None) -> None:
         free = shutil.disk_usage(existing).free
     except OSError:
         return
-    need = scen.steps * scen.world_size * MIN_STEP_EVENT_BYTES
+    need = _steps(scen) * scen.world_size * MIN_STEP_EVENT_BYTES
     if need > free:
-        raise UserError(f"steps: {scen.steps:,} steps x {scen.world_size} ranks write at least {_size(need)} of "
+        raise UserError(f"steps: {_steps(scen):,} steps x {scen.world_size} ranks write at least {_size(need)} of "
                         f"events; {existing} has {_size(free)} free")
 
 
