@@ -18,6 +18,7 @@ from pathlib import Path
 from statistics import fmean
 
 from rssprobe.analysis.summary import Summary
+from rssprobe.errors import UserError
 from rssprobe.store.rundir import GroupDir, RunDir
 
 MIB = 2**20
@@ -39,6 +40,14 @@ def measured(run: RunDir) -> tuple[list[dict[str, float]], dict[str, float] | No
         node = {k: sum(r[k] for r in ranks) for k in ranks[0]}
         node["peak_rss"] = s0.node()["peak_rss_bytes"]  # the orchestrator's sampled peak of the ranks' sum
     return ranks, node
+
+
+def _finished(run: RunDir) -> bool:
+    """A run of the row that finished ok (one still running, or not started, has no manifest yet: left out)."""
+    try:
+        return Summary(run).status == "ok"
+    except UserError:
+        return False
 
 
 def case(values: list[float], est: dict[str, float | None], key: str) -> tuple[str, float, float]:
@@ -66,7 +75,7 @@ def rows(out: Path) -> list[str]:
         if not path.stat().st_size or not GroupDir.is_group(group):
             continue  # not written yet (the estimate is still calibrating) or not measured yet
         est = json.loads(path.read_text())
-        got = [measured(r) for r in GroupDir(group).runs() if Summary(r).status == "ok"]
+        got = [measured(r) for r in GroupDir(group).runs() if _finished(r)]
         if not got:
             continue
         k = est["target"]["ranks_per_node"]
