@@ -256,8 +256,12 @@ def test_two_ranks_each_rank_and_the_node(tiny_calibration: tuple[Path, dict[str
         assert abs(got["rank"]["peak_rss_bytes"] / truth["peak"] - 1) <= WITHIN
     node = got["node"]
     assert abs(node["steady_rss_bytes"] / sum(r["steady"] for r in ranks) - 1) <= WITHIN
+    # the node's true peak lies between the orchestrator's sampled peak of the ranks' sum (a lower bound: samples
+    # miss the top of a short peak: estimates from two calibrations read 2.9% and 3.2% above it on one run here) and the
+    # ranks' exact peaks summed (an upper bound: the two peaks need not coincide); the estimate must fall there
     sampled = summary(tiny_two_ranks)["node"]["peak_rss_bytes"]
-    assert abs(node["peak_rss_bytes"] / sampled - 1) <= WITHIN
+    exact_sum = sum(r["peak"] for r in ranks)
+    assert sampled * (1 - WITHIN) <= node["peak_rss_bytes"] <= exact_sum * (1 + WITHIN)
     assert abs(node["initialize_peak_bytes"] / sum(r["init_peak"] for r in ranks) - 1) <= WITHIN
     assert abs(got["fits"]["model_copy"]["slope_bytes_per_param"] - 4.00) < 0.05  # the whole model, fp32 as built
     entry = sum(r["after_model"] for r in ranks)  # the node at initialize's entry: a whole model on each rank
