@@ -256,10 +256,10 @@ OPTIONS = [
     ("usage-unknown-option", ["show", "--bogus"], {}, "No such option"),
     ("usage-missing-argument", ["diff"], {}, "Missing argument"),
     ("usage-unknown-command", ["bogus"], {}, "No such command"),
-    # refused before any worker starts
-    ("params-too-big", ["run", "tiny", "--set", "model.params=1e15"], {}, "need about"),
-    ("matrix-params-too-big", ["matrix", "tiny", "--set", "model.params=1e15"], {}, "need about"),
-    ("bisect-params-too-big", ["bisect", "tiny", "--components", "pr8132", "--set", "model.params=1e15"], {},
+    # refused before any worker starts (1e11: within the 100,000-layer bound at tiny's width, beyond any memory)
+    ("params-too-big", ["run", "tiny", "--set", "model.params=1e11"], {}, "need about"),
+    ("matrix-params-too-big", ["matrix", "tiny", "--set", "model.params=1e11"], {}, "need about"),
+    ("bisect-params-too-big", ["bisect", "tiny", "--components", "pr8132", "--set", "model.params=1e11"], {},
      "need about"),
     ("extra-site-absent", ["run", "tiny", "--set",
                            'probes.extra_sites=["deepspeed.runtime.zero.stage_1_and_2.not_a_function"]'], {},
