@@ -171,7 +171,8 @@ def test_a_peak_inherited_at_exec_never_hides_an_intervals_own_peak() -> None:
     os.waitpid(pid, 0)
     parent.close()
     assert int(bound) >= 512 * MiB and fast == "False"
-    assert 32 * MiB - READ_ERROR <= int(peak) <= 36 * MiB
+    # peak - rss0 is two RSS reads, each off by up to READ_ERROR (tests/noise.py): 320 KiB short was seen once
+    assert 32 * MiB - 2 * READ_ERROR <= int(peak) <= 36 * MiB
 
 
 def test_the_fast_peak_read_is_the_kernels_vmhwm() -> None:
