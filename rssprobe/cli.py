@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -12,12 +13,26 @@ from .errors import UserError, one_line
 from .run import lifeline
 from .store import claim
 
+# Every command, by the module under commands/ that defines it: a command's module is imported only when that
+# command runs (or help lists them), so `rssprobe show` does not pay for matrix's or bisect's imports.
+COMMANDS = ("bisect", "collect", "diff", "doctor", "env", "estimate", "gate", "matrix", "merge", "patches",
+            "prepare", "report", "run", "scale", "show")
+
 
 class Group(click.Group):
     """Turns UserError, and click's usage errors, into one line on stderr and exit code 2, never a traceback.
 
-    SIGTERM (CI cancel or time-out) takes Ctrl-C's path; the exit code is then 143, not 130.
+    SIGTERM (CI cancel or time-out) takes Ctrl-C's path; the exit code is then 143, not 130. Commands load
+    lazily (click's documented LazyGroup pattern).
     """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            self.add_command(importlib.import_module(f".commands.{cmd_name}", __package__).command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         lifeline.handle_sigterm_like_ctrl_c()
@@ -45,30 +60,3 @@ class Group(click.Group):
 @click.version_option(__version__, prog_name="rssprobe")
 def main() -> None:
     """Memory forensics for DeepSpeed ZeRO-2 with the optimizer offloaded to the CPU."""
-
-
-def _register() -> None:
-    from .commands import (
-        bisect,
-        collect,
-        diff,
-        doctor,
-        env,
-        estimate,
-        gate,
-        matrix,
-        merge,
-        patches,
-        prepare,
-        report,
-        run,
-        scale,
-        show,
-    )
-
-    for module in (run, show, diff, gate, report, doctor, patches, env, matrix, merge, bisect, prepare, collect,
-                   scale, estimate):
-        main.add_command(module.command)
-
-
-_register()

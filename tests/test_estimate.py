@@ -24,9 +24,11 @@ from rssprobe.analysis.partition import Zero
 from rssprobe.analysis.pinrule import Rule
 from rssprobe.analysis.summary import Summary
 from rssprobe.cli import main
-from rssprobe.config import modelshape
+from rssprobe.config import modelshape, scenario
 from rssprobe.store.rundir import RunDir
+from rssprobe.workflows import estimate as workflow_estimate
 
+from . import noise
 from .conftest import STEADY_GLIBC, rssprobe, summary
 
 REPORTS = Path(__file__).parents[1] / "reports"
@@ -263,6 +265,11 @@ def test_two_ranks_each_rank_and_the_node(tiny_calibration: tuple[Path, dict[str
     exact_sum = sum(r["peak"] for r in ranks)
     assert sampled * (1 - WITHIN) <= node["peak_rss_bytes"] <= exact_sum * (1 + WITHIN)
     assert abs(node["initialize_peak_bytes"] / sum(r["init_peak"] for r in ranks) - 1) <= WITHIN
-    assert abs(got["fits"]["model_copy"]["slope_bytes_per_param"] - 4.00) < 0.05  # the whole model, fp32 as built
+    # the whole model, fp32 as built: the slope over 3 equally spaced sizes is (last - first) / their span, two
+    # single RSS reads each off by up to READ_ERROR (tests/noise.py), so 2 x READ_ERROR / span = 0.25 B/param here
+    # (0.05 was tighter than that: 4.076 seen on a CI run); it still tells fp32 (4) from bf16 (2) or both (6)
+    sizes = workflow_estimate.calibration_sizes(scenario.load("tiny"))
+    copy_noise = noise.bound(2, int(sizes[-1] - sizes[0]))
+    assert abs(got["fits"]["model_copy"]["slope_bytes_per_param"] - 4.00) <= copy_noise
     entry = sum(r["after_model"] for r in ranks)  # the node at initialize's entry: a whole model on each rank
     assert abs(node["initialize_model_copy_bytes"] / entry - 1) <= WITHIN

@@ -21,7 +21,6 @@ from statistics import fmean, stdev
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from .. import verdicts
 from ..verdicts import Verdict
@@ -31,9 +30,19 @@ THRESHOLD = 0.25  # bytes per parameter
 LEVEL = 0.95  # every interval's confidence
 
 
+def _scipy() -> Any:
+    """scipy.stats, imported on first use (~0.5 s): only the tests between repeats need it, not every command
+    that shows a run (fits and intervals use numpy and scipy.special)."""
+    from scipy import stats
+
+    return stats
+
+
 def t_quantile(dof: int, level: float = LEVEL) -> float | None:
     """Student's t quantile for a two-sided `level` interval; None without degrees of freedom."""
-    return float(stats.t.ppf(0.5 + level / 2, dof)) if dof > 0 else None
+    from scipy.special import stdtrit  # the inverse of Student's t CDF (what scipy.stats.t.ppf calls)
+
+    return float(stdtrit(dof, 0.5 + level / 2)) if dof > 0 else None
 
 
 def mean_sd(values: list[float]) -> tuple[float | None, float | None]:
@@ -58,17 +67,23 @@ class LinearFit:
 
 
 def linear_fit(x: list[float], y: list[float]) -> LinearFit:
-    """Least squares of y on x (scipy.stats.linregress); a constant y fits exactly (standard errors 0, not nan)."""
+    """Least squares of y on x from the covariance matrix (numpy.cov, as scipy.stats.linregress computes it,
+    without importing scipy.stats: ~0.5 s of every `show`); a line through its points fits exactly (residuals
+    and standard errors 0, which numpy.polyfit's SVD does not give), and so does a constant y."""
     xs, ys = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
-    r = stats.linregress(xs, ys)
-    residuals = ys - (r.intercept + r.slope * xs)
+    cov = np.cov(xs, ys, bias=True)
+    if not cov[0, 0] > 0:
+        raise ValueError("a line needs two distinct x values")
+    slope = float(cov[0, 1] / cov[0, 0])
+    icept = float(ys.mean() - slope * xs.mean())
+    residuals = ys - (icept + slope * xs)
     ssr = float(np.sum(residuals**2))
     n, sxx = len(xs), float(np.sum((xs - xs.mean()) ** 2))
-    # the standard errors from the residuals, not linregress's: its sqrt((1 - r^2) ...) turns nan when rounding
-    # makes r^2 of nearly collinear points (three steps, say) exceed 1
+    # the standard errors from the residuals (not scipy.stats.linregress's: its sqrt((1 - r^2) ...) turns nan when
+    # rounding makes r^2 of nearly collinear points, three steps say, exceed 1)
     s2 = ssr / (n - 2) if n > 2 else 0.0
     se_slope, se_intercept = math.sqrt(s2 / sxx), math.sqrt(s2 * (1 / n + float(xs.mean()) ** 2 / sxx))
-    return LinearFit(float(r.slope), float(r.intercept), se_slope, se_intercept, n, n - 2, ssr, float(xs.mean()),
+    return LinearFit(slope, icept, se_slope, se_intercept, n, n - 2, ssr, float(xs.mean()),
                      sxx, float(residuals[np.argmax(np.abs(residuals))]))
 
 
@@ -99,7 +114,7 @@ def smallest_p(n_a: int, n_b: int) -> float:
 def _p(a: list[float], b: list[float], alternative: str) -> float:
     if np.allclose(a + b, a[0]):
         return 1.0  # all identical: no evidence of any difference
-    result = stats.permutation_test((np.asarray(b), np.asarray(a)), lambda x, y: np.mean(x) - np.mean(y),
+    result = _scipy().permutation_test((np.asarray(b), np.asarray(a)), lambda x, y: np.mean(x) - np.mean(y),
                                     permutation_type="independent", alternative=alternative,
                                     n_resamples=9999, random_state=0)
     return float(result.pvalue)
@@ -232,5 +247,5 @@ def interval(a: list[float], b: list[float], level: float = LEVEL) -> float | No
         return None
     if np.var(a) == 0 and np.var(b) == 0:  # identical repeats (census figures): the difference is exact
         return 0.0
-    ci = stats.ttest_ind(b, a, equal_var=False).confidence_interval(level)
+    ci = _scipy().ttest_ind(b, a, equal_var=False).confidence_interval(level)
     return float(ci.high - ci.low) / 2

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn: every command imports this module, few draw
+    from matplotlib.figure import Figure
 
 from ..contract import IN_USE
 from ..contract import glibc_in_use as in_use
@@ -114,6 +114,8 @@ def per_param(run: RunSeries, measure: str) -> tuple[np.ndarray, np.ndarray] | s
 
 
 def _png(fig: Figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     buf = BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})  # no version stamp: same input, same bytes
@@ -122,6 +124,8 @@ def _png(fig: Figure) -> bytes:
 
 def _figure(n_entries: int) -> Figure:
     """Wider when the legend (placed outside the axes so it never hides a line) has many entries."""
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(9.5 if n_entries > 1 else 8.0, 4.6), layout="constrained")
 
 
@@ -147,6 +151,8 @@ def measure_chart(runs: list[RunSeries], measure: str) -> Chart:
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.set_ylabel(Y_LABEL)
+    from matplotlib.ticker import MaxNLocator
+
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.ticklabel_format(axis="y", useOffset=False)  # an offset like "+3.84e1" is easy to misread
     ax.grid(True, alpha=0.3)
