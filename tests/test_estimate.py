@@ -182,6 +182,7 @@ def _cli(args: list[str], root: Path) -> Any:
     (["--accelerator", "cuda"], "needs --calibration"),
     (["--calibration", "/nonexistent/dir"], "not a scale directory"),
     (["--torch-alloc-conf", "no_colon"], "KEY:VALUE"),
+    (["--calibration-steps", "1"], "1 is not in the range x>=2"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path) -> None:
     argv = ["estimate", "tiny", *(["--ranks-per-node", "1"] if "--ranks-per-node" not in args else []), *args]
@@ -191,6 +192,28 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: 
     assert len(lines) == 1 and says in lines[0], proc.stderr
     assert proc.exception is None or isinstance(proc.exception, SystemExit)  # no traceback
     assert not (tmp_path / "root").exists()  # nothing calibrated
+
+
+def test_calibration_steps_are_in_the_cache_key_and_in_its_runs() -> None:
+    """--calibration-steps 12 is a calibration of its own (never the cached 2-step one reused), and its runs make 12
+    steps; the default key is the one cached calibrations made before the option have (steps 2)."""
+    scen = scenario.load("tiny")
+    info: Any = {"torch": "2.13.0", "deepspeed": "0.19.8"}
+    keys = {n: workflow_estimate.calibration_key(workflow_estimate.Request("tiny", calibration_steps=n), scen, info,
+                                                 "python3", []) for n in (2, 12)}
+    assert keys[2]["steps"] == 2 and keys[12]["steps"] == 12
+    assert workflow_estimate.calibration_dir(scen, keys[2]) != workflow_estimate.calibration_dir(scen, keys[12])
+    assert "steps=12" in workflow_estimate.calibration_sets(workflow_estimate.Request("tiny", calibration_steps=12))
+
+
+def test_zero3_over_ranks_from_a_one_rank_calibration_says_how_to_calibrate_it(h200: Calibration) -> None:
+    """The H200 sweep is one rank, glibc's own threshold: a ZeRO-3 target at 2 ranks gets the note naming the
+    target's steps; ZeRO-2, one rank, or a calibration with the threshold fixed do not."""
+    [note] = workflow_estimate.ranks_note(3, 2, 12, h200)
+    assert "--calibration-ranks 2 --calibration-steps 12" in note
+    assert workflow_estimate.ranks_note(2, 2, 12, h200) == workflow_estimate.ranks_note(3, 1, 12, h200) == []
+    fixed = Calibration(**{**vars(h200), "malloc_env": {"MALLOC_MMAP_THRESHOLD_": "65536"}})
+    assert workflow_estimate.ranks_note(3, 2, 12, fixed) == []
 
 
 def test_a_damaged_calibration_or_a_knob_its_torch_lacks_is_one_line(recorded: Path, tmp_path: Path) -> None:

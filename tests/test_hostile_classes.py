@@ -419,6 +419,9 @@ ABSURD = [  # (id, arguments, files by name, message fragment)
     ("estimate-params-absurd", ["estimate", "tiny", "--ranks-per-node", "1", "--params", "1e30"], {},
      "(at most 100,000)"),
     ("estimate-ranks-absurd", ["estimate", "tiny", "--ranks-per-node", "100000000"], {}, "padding only"),
+    # the calibration's own runs are checked before DeepSpeed is asked anything or the cache is written
+    ("estimate-calibration-steps", ["estimate", "tiny", "--ranks-per-node", "1", "--calibration-steps", "1000000000"],
+     {}, "timeout_s: 900 s is shorter than this run can take"),
     ("script-steps-timeout", ["run", "--script", "{train.py}", "--steps", "2", "--set", "timeout_s=1e-9"],
      {"train.py": "print('never run')\n"}, "timeout_s: 1e-09 s is shorter"),
 ]

@@ -30,3 +30,15 @@ row llama-zero3-2r-fixed 2 llama-small-zero3 --ranks-per-node 2 "${FIXED[@]}" --
 # the same 2-rank ZeRO-3 runs, estimated from a calibration made at 2 ranks (ZeRO-3's gathers are a 2-rank cost)
 [[ -e $OUT/runs/llama-zero3-2r-cal2 ]] || ln -s llama-zero3-2r "$OUT/runs/llama-zero3-2r-cal2"
 row llama-zero3-2r-cal2 2 llama-small-zero3 --ranks-per-node 2 --repeat 2 --calibration-ranks 2 -- unused
+# the same measured runs, estimated from calibrations with the target's step count (--calibration-steps: a
+# steady mean over as many steps as the run it estimates); ZeRO-3 also at 2 ranks
+for pair in default-2r:default-2r llama:llama llama-zero3-2r:llama-zero3-2r llama-zero3-2r-cal2:llama-zero3-2r \
+            issue7693-cpu:issue7693-cpu; do
+  [[ -e $OUT/runs/${pair%%:*}-steps ]] || ln -s "${pair##*:}" "$OUT/runs/${pair%%:*}-steps"
+done
+row default-2r-steps 3 default --ranks-per-node 2 --repeat 2 --calibration-steps 12 -- unused
+row llama-steps 3 llama-small --ranks-per-node 1 --repeat 2 --calibration-steps 12 -- unused
+row llama-zero3-2r-steps 2 llama-small-zero3 --ranks-per-node 2 --repeat 2 --calibration-steps 12 -- unused
+row llama-zero3-2r-cal2-steps 2 llama-small-zero3 --ranks-per-node 2 --repeat 2 --calibration-ranks 2 \
+    --calibration-steps 12 -- unused
+row issue7693-cpu-steps 3 issue7693-cpu --ranks-per-node 1 --repeat 2 --calibration-steps 10 -- unused

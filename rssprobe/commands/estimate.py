@@ -36,19 +36,22 @@ from . import common_args
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1), help="Calibration runs per size.")
 @click.option("--calibration-ranks", default=1, show_default=True, type=click.IntRange(1),
               help="Ranks of each calibration run (2: a multi-rank process's own costs, e.g. ZeRO-3's gathers).")
+@click.option("--calibration-steps", default=estimate.CALIBRATION_STEPS, show_default=True, type=click.IntRange(2),
+              help="Steps of each calibration run (the target's step count: a steady mean over as many steps as "
+                   "the run it estimates).")
 @common_args.python_options
 @common_args.format_option(["terminal", "json", "markdown"])
 def command(scenario_ref: str, overrides: tuple[str, ...], steps: int | None, params: float | None,
             ranks_per_node: int | None, nodes: int, accelerator: str, calibration: Path | None, calibrate: bool,
             fresh: bool, allocator: str, malloc_env: tuple[str, ...], patches: tuple[str, ...],
-            torch_alloc_conf: str | None, repeat: int, calibration_ranks: int, env_ref: str | None,
-            python: str | None, fmt: str) -> None:
+            torch_alloc_conf: str | None, repeat: int, calibration_ranks: int, calibration_steps: int,
+            env_ref: str | None, python: str | None, fmt: str) -> None:
     """Host RAM per rank and per node for SCENARIO at --params on --ranks-per-node ranks (estimated)."""
     data = estimate.run(estimate.Request(
         scenario_ref=scenario_ref, sets=common_args.sets_of(overrides, steps), params=params,
         ranks_per_node=ranks_per_node, nodes=nodes, accelerator=accelerator, calibration=calibration,
         calibrate=calibrate, fresh=fresh, allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
         patches=list(patches), torch_alloc_conf=torch_alloc_conf, repeat=repeat,
-        calibration_ranks=calibration_ranks, env_ref=env_ref, python=python,
+        calibration_ranks=calibration_ranks, calibration_steps=calibration_steps, env_ref=env_ref, python=python,
         argv=list(sys.argv)))
     estimateviews.show(data, fmt)
