@@ -183,6 +183,7 @@ def _cli(args: list[str], root: Path) -> Any:
     (["--calibration", "/nonexistent/dir"], "not a scale directory"),
     (["--torch-alloc-conf", "no_colon"], "KEY:VALUE"),
     (["--calibration-steps", "1"], "1 is not in the range x>=2"),
+    (["--calibration", "/nonexistent/dir", "--calibration-steps", "12"], "--calibration DIR is measured already"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path) -> None:
     argv = ["estimate", "tiny", *(["--ranks-per-node", "1"] if "--ranks-per-node" not in args else []), *args]

@@ -275,6 +275,12 @@ def run(req: Request) -> dict[str, Any]:
     if req.calibration is None and req.accelerator == "cuda":
         raise UserError("--accelerator cuda needs --calibration DIR: a scale directory measured on a GPU (a "
                         "CUDA process's fixed cost and per-parameter residuals are not this machine's)")
+    made_here = {"--calibration-steps": (req.calibration_steps, CALIBRATION_STEPS),
+                 "--calibration-ranks": (req.calibration_ranks, 1), "--repeat": (req.repeat, 1)}
+    given = [f"{flag} {value}" for flag, (value, default) in made_here.items() if value != default]
+    if req.calibration is not None and given:
+        raise UserError(f"{', '.join(given)}: shape a calibration this machine makes; --calibration DIR is "
+                        "measured already")
     if req.calibration is not None:  # what it was measured on decides before DeepSpeed is asked anything
         accelerator, versions = calib.recorded(req.calibration)
         if accelerator != req.accelerator:
