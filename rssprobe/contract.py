@@ -105,6 +105,11 @@ def memray_file(phase: str) -> str:
 ORCHESTRATOR_ENV = "RSSPROBE_ORCHESTRATOR_PID"  # set by the launcher for the processes it starts
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a worker (or command) ended by SIGTERM
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: by Ctrl-C
+# The test suite's lanes (tests/conftest.py): a test not marked `worker` runs with this set to a file name; a
+# worker started under it writes that file and stops at once, so a test that trains without the marker fails
+# (and `make test-fast`, which leaves those tests out, never trains).
+NO_WORKER_ENV = "RSSPROBE_NO_WORKER"
+EXIT_NO_WORKER = 3
 # glibc's dynamic mmap threshold makes identical runs retain different amounts (+-4 B/param of raw RSS, in
 # 8-32 MiB jumps); workflows that compare versions fix it unless told otherwise (README, "Noise")
 STEADY_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -344,6 +349,7 @@ INTERVENTIONS: dict[str, Intervention] = {i.name: i for i in [
 
 # Named sets: a name that expands to several components.
 SETS: dict[str, list[str]] = {"pr8132": [FLOAT_SCALE, MALLOC_TRIM]}
+SET_TITLES: dict[str, str] = {"pr8132": "PR #8132"}  # what a sentence calls a whole set
 
 
 def parse(spec: str) -> tuple[str, dict[str, str]]:

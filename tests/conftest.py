@@ -7,10 +7,12 @@ run on a machine compiles.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,37 @@ def tiny_calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
                     env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
     return root, json.loads(proc.stdout), proc.stderr
 
+
+
+# ---- the test lanes: `worker` marks a test that starts a training worker (make test-fast leaves them out) ------
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "worker: starts a training worker (real DeepSpeed); make test-fast skips it")
+
+
+_GUARD = Path(tempfile.mkdtemp(prefix="rssprobe-worker-guard-"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of a test without the `worker` marker (session fixtures included): a worker started
+    now records itself in a file and trains nothing (rssprobe.contract.NO_WORKER_ENV)."""
+    from rssprobe.contract import NO_WORKER_ENV
+
+    os.environ.pop(NO_WORKER_ENV, None)
+    if item.get_closest_marker("worker") is None:
+        sentinel = _GUARD / hashlib.sha1(item.nodeid.encode()).hexdigest()
+        sentinel.unlink(missing_ok=True)
+        os.environ[NO_WORKER_ENV] = str(sentinel)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test without the marker that started a worker fails, whatever it asserted."""
+    from rssprobe.contract import NO_WORKER_ENV
+
+    sentinel = os.environ.pop(NO_WORKER_ENV, None)
+    if sentinel and Path(sentinel).exists():
+        started = Path(sentinel).read_text().strip().splitlines()
+        pytest.fail(f"{item.nodeid} started a training worker without @pytest.mark.worker ({started[0]})",
+                    pytrace=False)

@@ -84,20 +84,20 @@ def test_a_retained_2_bytes_per_param_is_a_regression(groups: dict[str, Path], t
     assert phases["budget.live"]["verdict"] == "same"  # an mmap, not a tensor: the census must not see it
     failures = [c for c in ET.parse(junit).getroot() if c.find("failure") is not None]
     assert "budget.rss_after_trim_above_baseline" in {c.get("name") for c in failures}
-    assert "**Verdict: regression**" in summary_file.read_text()
+    assert summary_file.read_text().startswith("**") and "needs more host memory than" in summary_file.read_text()
 
 
 def test_markdown_diff_parses_back(groups: dict[str, Path]) -> None:
     text = rssprobe("diff", str(groups["a1"]), str(groups["leak"]), "--format", "markdown", check=True).stdout
-    assert text.startswith("**Verdict: regression**")
+    assert text.startswith("**") and "needs more host memory than" in text.splitlines()[0]
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if line.startswith("|") and len(cells) == 6 and not set(cells[1]) <= {"-", ":"}:
             rows[cells[0]] = cells
-    row = rows["* budget.rss_after_trim_above_baseline"]
+    row = rows["budget.rss\\_after\\_trim\\_above\\_baseline (gated)"]  # markdown escapes the underscores
     assert float(row[3]) == pytest.approx(2.0, abs=DELTA_TOL) and row[5] == "REGRESSION"
-    a_mean = float(re.match(r"([\d.]+) ± ([\d.]+) \(n=3\)", row[1]).group(1))
+    a_mean = float(re.match(r"([\d.]+) ± ([\d.]+)$", row[1]).group(1))
     assert a_mean > 0
 
 

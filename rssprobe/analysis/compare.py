@@ -19,7 +19,7 @@ from ..config.scenario import Scenario
 from ..errors import UserError
 from ..store.judgement import DAMAGED, MISSING
 from ..store.rundir import GroupDir, RunDir, resolve_entry, resolve_runs
-from . import metrics, stats
+from . import answers, metrics, stats
 from .metrics import GATED, HEADLINE
 from .summary import Summary, summarise
 
@@ -155,13 +155,14 @@ class Result:
         return verdicts.overall(checked, bool(self.problems))
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "a": self.a.describe(), "b": self.b.describe(), "threshold_bytes_per_param": self.threshold,
             "alpha": self.alpha, "verdict": self.verdict(), "problems": self.problems, "gated": list(self.gated),
             "differences": [{"what": w, "a": x, "b": y} for w, x, y in self.differences],
             "comparisons": {k: [{**c.as_dict(), "gated": self.is_gated(c.metric)} for c in v]
                             for k, v in self.comparisons.items()},
         }
+        return {"answer": answers.comparison(out), **out}
 
 
 def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float = stats.ALPHA,

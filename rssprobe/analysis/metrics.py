@@ -58,8 +58,8 @@ _HEADLINE_PHASES = (
     _phase("steady.rss", "steady RSS", "steady"),
     _phase("steady.peak", "peak RSS of the steady steps"),
     _phase("peak", "peak RSS", "peak"),
-    _phase("steady.glibc_in_use", "glibc in use, steady"),
-    _phase("steady.glibc_free", "glibc free-retained, steady"),
+    _phase("steady.glibc_in_use", "glibc in use in the steady steps"),
+    _phase("steady.glibc_free", "glibc free-retained in the steady steps"),
 )
 REGISTRY: tuple[Metric, ...] = (
     *_HEADLINE_PHASES,

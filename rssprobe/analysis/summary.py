@@ -17,7 +17,7 @@ from ..contract import NATIVE, glibc_in_use, partitioned_roles
 from ..errors import UserError
 from ..store.judgement import DAMAGED, INCOMPLETE, MISSING
 from ..store.rundir import RunDir, read_native
-from . import inrun, metrics, modelinfo, pinned, stats
+from . import answers, inrun, metrics, modelinfo, pinned, stats
 from .hostsplit import split as host_device_split
 from .metrics import short_name
 
@@ -347,6 +347,10 @@ class Summary:
         return inrun.growth(self.steps, self.params)
 
     def as_dict(self) -> dict[str, Any]:
+        out = self._as_dict()
+        return {"answer": answers.run(out), **out}
+
+    def _as_dict(self) -> dict[str, Any]:
         m = self.manifest
         return {
             "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": self.status,
@@ -448,7 +452,8 @@ def unreadable(run: RunDir, why: str) -> dict[str, Any]:
     """What a summary says of a member run that cannot be read (missing, damaged): its status and why, no
     figures, so that a group, a side or a sweep names it and counts it as not finished instead of failing whole."""
     status = MISSING if not run.path.is_dir() else DAMAGED
-    return {"run": run.id, "path": str(run.path), "label": None, "status": status, "error": why,
+    return {"answer": [f"Run {run.id} cannot be read: {why}."],
+            "run": run.id, "path": str(run.path), "label": None, "status": status, "error": why,
             "exit_after_end": None, "scenario": None, "zero": {}, "zero3_gathered": None, "steps_done": 0,
             "steps_requested": None, "script": None, "params": None, "model": None, "versions": None,
             "allocator": None, "malloc_env": None, "glibc_malloc": None, "accelerator": None, "cuda": None,

@@ -96,6 +96,12 @@ def alloc_conf_sets(value: str | None) -> list[str]:
     return [] if value is None else [f"torch_alloc_conf={json.dumps(value)}"]
 
 
+def all_option(f: F) -> F:
+    """--all: every table, not only the answer and the key figures (markdown folds them instead)."""
+    return click.option("--all", "show_all", is_flag=True,
+                        help="Show every table (by default: the answer, the key figures and what differs).")(f)
+
+
 def fresh_option(f: F) -> F:
     return click.option("--fresh", is_flag=True, help="Start over: discard the runs a previous invocation left.")(f)
 

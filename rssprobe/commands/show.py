@@ -6,15 +6,16 @@ import click
 
 from ..reporters import show
 from ..workflows import inspect
-from .common_args import format_option
+from .common_args import all_option, format_option
 
 
 @click.command("show")
 @click.argument("ref", metavar="RUN", default="latest")
 @format_option()
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
+@all_option
 @click.option("--rank", default=0, show_default=True, help="Which rank's tables (multi-rank runs).")
-def command(ref: str, fmt: str, all_sites: bool, rank: int) -> None:
+def command(ref: str, fmt: str, all_sites: bool, show_all: bool, rank: int) -> None:
     """Show RUN (a run, a group, a scale, matrix or plan directory, an id under reports/runs, or 'latest')."""
     found = inspect.view(ref, rank)
-    show.view(found.kind, found.data, fmt, all_sites, found.log_tail)
+    show.view(found.kind, found.data, fmt, all_sites, found.log_tail, show_all)

@@ -1,11 +1,28 @@
-"""A comparison (analysis.compare.Result.as_dict()) -> header lines, a verdict paragraph, tables."""
+"""A comparison (analysis.compare.Result.as_dict()) -> its answer, context lines, the key table, the full tables.
+
+The key table fits a review comment (six columns, the figures' words, ± defined in the note): the gated figures,
+the raw RSS of each phase, and any other figure that moved. The full tables (every figure by its name) are the
+detail: behind --all in a terminal, folded in markdown and HTML.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import verdicts
+from ..analysis import answers, metrics
 from .table import Table, bpp
+
+# the key table's rows, in this order, where the comparison has them; then every other figure that moved
+KEY = ("budget.rss_after_trim_above_baseline", "budget.live", "init.rss", "first_step.rss", "steady.rss", "peak")
+GROUP_TITLES = {
+    "phases": "Phases and budget",
+    "roles": "Live-buffer roles (census) and ZeRO-3 gathered weights",
+    "pinned": "Pinned host memory (held and slack predicted for CUDA on a CPU run)",
+    "node": "The node: every rank summed, per parameter of the whole model",
+    "parts": "Parts of RSS by memory mapping, at the end",
+    "sites": "Code sites",
+}
 
 
 def _p(c: dict[str, Any]) -> float:
@@ -15,84 +32,119 @@ def _p(c: dict[str, Any]) -> float:
 
 
 def _side(c: dict[str, Any], which: str) -> str:
-    mean, sd, n = c[f"mean_{which}"], c[f"sd_{which}"], c[f"n_{which}"]
-    return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "") + (f" (n={n})" if n != 1 else "")
+    mean, sd = c[f"mean_{which}"], c[f"sd_{which}"]
+    return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
+
+
+def _verdict(c: dict[str, Any]) -> str:
+    return verdicts.mark(c["verdict"], c["gated"]) or verdicts.SAME
+
+
+def side_heading(side: dict[str, Any], letter: str) -> str:
+    return f"{letter}: {side['label']} ({side['ok']} run{'s' if side['ok'] != 1 else ''})"
 
 
 def header_lines(r: dict[str, Any]) -> list[str]:
+    """What was compared, and how a change is decided (the legend as a sentence), then the warnings."""
     a, b = r["a"], r["b"]
-    lines = [f"A: {a['name']} [{a['label']}] {a['ok']}/{a['runs']} runs ok   "
-             f"B: {b['name']} [{b['label']}] {b['ok']}/{b['runs']} runs ok   scenario {a['scenario']}",
-             f"threshold {r['threshold_bytes_per_param']} B/param, one-sided exact permutation test at "
-             f"alpha {r['alpha']}"]
-    lines.append(f"* = gated figure ({', '.join(r['gated'])}); the others inform")
-    lines += [f"WARNING: {p}" for p in r["problems"]]
-    return lines
+    params = f", {a['params']:,} parameters" if a.get("params") else ""
+    lines = [f"A = {_named(a)}, {a['ok']} of {a['runs']} runs ok; B = {_named(b)}, {b['ok']} of {b['runs']} runs ok; "
+             f"scenario {a['scenario']}{params}.",
+             f"A change counts only if it is at least {r['threshold_bytes_per_param']} B/param and significant in a "
+             f"one-sided exact permutation test at p ≤ {r['alpha']}. Gated figures ({', '.join(r['gated'])}) decide; "
+             "the others inform. A ± B is the mean ± the standard deviation over the runs."]
+    return lines + [f"WARNING: {p}" for p in r["problems"]]
 
 
-def verdict_paragraph(r: dict[str, Any]) -> str:
-    a, b, t, alpha = r["a"], r["b"], r["threshold_bytes_per_param"], r["alpha"]
-    head = [c for group in r["comparisons"].values() for c in group if c["gated"]]
-    moved = [c for c in head if c["verdict"] in ("regression", "improvement")]
-    text = verdicts.meaning(r["verdict"]).words
-    parts = [f"**Verdict: {r['verdict']}** — {text}: B = {b['name']} ({b['label']}, {b['ok']} runs) against "
-             f"A = {a['name']} ({a['label']}, {a['ok']} runs), {a['params'] or 0:,} parameters; a change counts "
-             f"only if it is at least {t} B/param and significant at p ≤ {alpha}. Gated figures (low-noise): "
-             f"{', '.join(r['gated'])}; raw RSS figures are shown for information."]
-    if moved:
-        parts.append("Significant: " + "; ".join(
-            f"{c['metric']} {c['mean_a']:.2f} → {c['mean_b']:.2f} ({c['delta']:+.2f} B/param, p = {_p(c):.3f})"
-            for c in moved) + ".")
-    elif head:
-        largest = max(head, key=lambda c: abs(c["delta"]))
-        parts.append(f"Largest change: {largest['metric']} {largest['delta']:+.2f} B/param "
-                     f"({verdicts.mark(largest['verdict']) or 'below threshold'}).")
-    for side in (a, b):
-        for spec, counts in side["patches"].items():
-            parts.append(f"{side['name']}: {spec} took effect {counts} times per run.")
-    parts += [f"⚠ {p}." for p in r["problems"]]
-    return " ".join(parts)
+def _named(side: dict[str, Any]) -> str:
+    return side["name"] if side["name"] == side["label"] else f"{side['name']} [{side['label']}]"
 
 
-def _rows(t: Table, comparisons: list[dict[str, Any]]) -> Table:
-    for c in comparisons:
-        decidable = c["p_increase"] is not None
-        t.rows.append([("* " if c["gated"] else "") + c["metric"], _side(c, "a"), _side(c, "b"), bpp(c["delta"], True),
-                       f"{_p(c):.3f}" if decidable else "n/a", verdicts.mark(c["verdict"], c["gated"])])
-    return t
+def _row(c: dict[str, Any], name: str) -> list[str]:
+    decidable = c["p_increase"] is not None
+    return [name, _side(c, "a"), _side(c, "b"), bpp(c["delta"], True), f"{_p(c):.3f}" if decidable else "n/a",
+            _verdict(c)]
+
+
+def _columns(r: dict[str, Any], first: str) -> list[str]:
+    return [first, side_heading(r["a"], "A"), side_heading(r["b"], "B"), "B - A", "p", "verdict"]
+
+
+def key_table(r: dict[str, Any]) -> Table:
+    """The figures a reviewer reads first, by their words."""
+    comps = {c["metric"]: c for group in r["comparisons"].values() for c in group}
+    chosen = [m for m in KEY if m in comps]
+    chosen += [m for m, c in comps.items() if m not in chosen and (c["verdict"] in verdicts.MOVED
+               or (c["gated"] and c["verdict"] != verdicts.SAME)) and metrics.group(m) != "sites"]
+    rows = [_row(comps[m], metrics.label(m) + (" (gated)" if comps[m]["gated"] else "")) for m in chosen]
+    rows += [_row(c, site_words(c["metric"])) for c in moved_sites(r)]
+    return Table("Key figures (bytes per parameter above each run's own pre-model baseline)",
+                 _columns(r, "figure"), rows,
+                 note="gated figures decide the verdict; the others are informative (raw RSS moves with glibc's "
+                      "retention). Every figure by its name: --all.")
+
+
+def moved_sites(r: dict[str, Any], most: int = 2) -> list[dict[str, Any]]:
+    """The code sites that moved, largest first; of nested sites that moved alike (a caller retains what its
+    callee retained) the one that retains least, the innermost, stands for them."""
+    moved = [c for c in r["comparisons"].get("sites", []) if c["verdict"] in verdicts.MOVED]
+    alike: dict[float, dict[str, Any]] = {}
+    for c in moved:
+        key = round(c["delta"], 2)
+        if key not in alike or abs(c["mean_a"]) < abs(alike[key]["mean_a"]):
+            alike[key] = c
+    return sorted(alike.values(), key=lambda c: -abs(c["delta"]))[:most]
+
+
+def site_words(metric: str) -> str:
+    """'site.DeepSpeedCPUAdam.step.first_step.retained' -> 'DeepSpeedCPUAdam.step, first step, retained'."""
+    *name, phase, kind = metric.removeprefix("site.").split(".")
+    return f"{'.'.join(name)}, {phase.replace('_', ' ')}, {kind}"
+
+
+def differences_table(r: dict[str, Any]) -> Table | None:
+    if not r["differences"]:
+        return None
+    return Table("What differs between A and B", ["what", "A", "B"],
+                 [[d["what"], _value(d["a"]), _value(d["b"])] for d in r["differences"]])
+
+
+def _value(v: Any) -> str:
+    """A difference's value as words: patches as 'name x12 per run', not a Python dict."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} ({_counts(x)})" if isinstance(x, list) else f"{k}={x}" for k, x in v.items()) or "none"
+    return "none" if v is None else str(v)
+
+
+def _counts(counts: list[int]) -> str:
+    if counts and len(set(counts)) == 1:
+        return f"took effect {answers.times(counts[0])} per run"
+    return "took effect " + ", ".join(str(c) for c in counts) + " times in its runs"
 
 
 def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
+    """Every figure, by its name, a table per group ('(gated)' marks the ones that decide)."""
     out = []
-    if r["differences"]:
-        out.append(Table("What differs between A and B", ["what", "A", "B"],
-                         [[d["what"], str(d["a"]), str(d["b"])] for d in r["differences"]]))
-    columns = ["figure", "A", "B", "B - A", "p", "verdict"]
     comps = r["comparisons"]
-    out.append(_rows(Table("Phases and budget (bytes per parameter)", columns), comps.get("phases", [])))
-    out.append(_rows(Table("Live-buffer roles, ZeRO-3 gathered weights (bytes per parameter)", columns),
-                     comps.get("roles", [])))
-    if comps.get("pinned"):
-        out.append(_rows(Table("Pinned host memory (bytes per parameter; *_predicted: for CUDA, not measured)",
-                               columns), comps["pinned"]))
-    if comps.get("node"):
-        out.append(_rows(Table("The node: every rank summed, absolute (bytes per parameter of the model)", columns),
-                         comps["node"]))
-    if comps.get("parts"):
-        out.append(_rows(Table("Parts of RSS by memory mapping, at the end (bytes per parameter)", columns),
-                         comps["parts"]))
-    sites = comps.get("sites", [])
-    shown = sites if all_sites else [c for c in sites if c["verdict"] != "same"]
-    t = _rows(Table("Code sites (bytes per parameter)", columns), shown)
-    if len(shown) < len(sites):
-        t.note = f"{len(sites) - len(shown)} site figures below the threshold hidden (--all-sites shows them)"
-    out.append(t)
+    for group, title in GROUP_TITLES.items():
+        rows = comps.get(group, [])
+        if group in ("pinned", "node", "parts") and not rows:
+            continue
+        shown = rows if group != "sites" or all_sites else [c for c in rows if c["verdict"] != verdicts.SAME]
+        t = Table(f"{title} (bytes per parameter)", _columns(r, "figure"),
+                  [_row(c, c["metric"] + (" (gated)" if c["gated"] else "")) for c in shown])
+        if len(shown) < len(rows):
+            t.note = f"{len(rows) - len(shown)} site figures below the threshold hidden (--all-sites shows them)"
+        out.append(t)
     return out
 
 
+def detail_summary(r: dict[str, Any]) -> str:
+    return "Every figure: " + "; ".join(GROUP_TITLES[g].split(" (")[0] for g in GROUP_TITLES
+                                         if r["comparisons"].get(g) or g in ("phases", "roles", "sites"))
+
+
 def lead_tables(r: dict[str, Any]) -> list[Table]:
-    """What a report of two runs or groups leads with: what differs, and the gated figures (as diff shows them)."""
-    columns = ["figure", "A", "B", "B - A", "p", "verdict"]
-    gated = [c for group in r["comparisons"].values() for c in group if c["gated"]]
-    out = [t for t in tables(r)[:1] if t.title.startswith("What differs")]
-    return [*out, _rows(Table("Gated figures (bytes per parameter; these decide the verdict)", columns), gated)]
+    """What a report of two runs or groups leads with: the key figures and what differs (as diff shows them)."""
+    differences = differences_table(r)
+    return [key_table(r), *([differences] if differences else [])]

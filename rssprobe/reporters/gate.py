@@ -15,9 +15,9 @@ from typing import Any
 import click
 
 from .. import verdicts
-from . import diffviews, junit, markdown
+from . import junit, markdown
 from .output import emit
-from .show import comparison, scale_comparison
+from .show import comparison, comparison_markdown, scale_comparison
 from .table import Table
 
 
@@ -53,15 +53,14 @@ def _limits(data: dict[str, Any], fmt: str) -> None:
 
 
 def show(kind: str, data: dict[str, Any], cases: list[tuple[str, str, str]], fmt: str,
-         junit_file: Path | None) -> None:
+         junit_file: Path | None, show_all: bool = False) -> None:
     """Publish a gate's result (workflows.gate.GateResult's kind, data and cases)."""
     if kind == "limits":
         _limits(data, fmt)
     elif kind == "sweeps":
         publish(markdown.render(*scale_comparison(data, fmt)))
     else:
-        comparison(data, fmt)
-        publish(diffviews.verdict_paragraph(data) + "\n\n"
-                + markdown.render(diffviews.header_lines(data), diffviews.tables(data)))
+        comparison(data, fmt, show_all=show_all)
+        publish(comparison_markdown(data))
     if junit_file:
         optional("--junit", junit_file, lambda: junit.write(junit_file, "rssprobe.gate", cases))

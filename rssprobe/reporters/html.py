@@ -118,7 +118,7 @@ def figure(chart: Chart) -> str:
 
 def comparison(r: dict[str, Any]) -> str:
     """Two runs or groups compared, as `rssprobe diff A B` says it: the verdict, what differs, the gated figures."""
-    verdict = escape(diffviews.verdict_paragraph(r)).replace("**", "")
+    verdict = escape(" ".join(r["answer"]))
     return "\n".join([f'<h2>Comparison: B against A (rssprobe diff)</h2>\n<p class="verdict">{verdict}</p>',
                       *[table(t) for t in diffviews.lead_tables(r)]])
 

@@ -31,8 +31,8 @@ def markdown_page(sections: list[html.Section], charts: list[plots.Chart], gener
     out = ["# rssprobe report", "",
            f"_generated {generated}; every figure is bytes per parameter above the run's own pre-model baseline_", ""]
     if compared:
-        out += ["## Comparison: B against A (rssprobe diff)", "", diffviews.verdict_paragraph(compared), "",
-                markdown.render([], diffviews.lead_tables(compared)), ""]
+        out += ["## Comparison: B against A (rssprobe diff)", "",
+                markdown.render([], diffviews.lead_tables(compared), compared["answer"]), ""]
     out += ["## Charts", ""]
     for c in charts:
         out += [f"![{c.title}]({c.name}.png)", "", f"_{c.caption}_", ""]

@@ -23,11 +23,14 @@ def status_table(summaries: list[dict[str, Any]]) -> Table:
                    views.zero_line(s)] for s in summaries])
 
 
-def run(data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None) -> None:
-    tables = views.run_tables(data, all_sites=all_sites or fmt in ("csv", "json"))
+def run(data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None,
+        show_all: bool = False) -> None:
+    tables, details = views.run_table_parts(data, all_sites=all_sites or fmt in ("csv", "json"))
     if fmt == "csv":  # the header lines, which carry the status, are not part of CSV
         tables = [status_table([data]), *tables]
-    emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]))
+    emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]),
+         answer=data["answer"], details=details, show_details=show_all,
+         details_summary=", ".join(t.title.split(" (")[0] for t in details))
     if fmt == "terminal" and data["status"] != "ok" and log_tail:
         click.echo(f"last lines of the worker's output ({data['path']}/worker*.log):\n{log_tail}", err=True)
 
@@ -38,7 +41,7 @@ def group(data: dict[str, Any], fmt: str) -> None:
     lines += [views.header_lines(s)[0] for s in summaries]
     bad = any(s["status"] != "ok" or s["never_took_effect"] for s in summaries)
     tables = [status_table(summaries)] if fmt == "csv" else []
-    emit(fmt, data, lines, [*tables, views.group_table(data)], bad)
+    emit(fmt, data, lines, [*tables, views.group_table(data)], bad, answer=data["answer"])
 
 
 def scale(data: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
@@ -122,16 +125,19 @@ def plan_list(data: dict[str, Any], fmt: str) -> None:
     emit(fmt, data, [], [table], alarm=False)
 
 
-def comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
-    """A comparison (analysis.compare.Result.as_dict()) as diff and gate print it."""
-    lines = diffviews.header_lines(result)
-    tables = diffviews.tables(result, all_sites or fmt in ("json", "csv"))
-    if fmt == "markdown":
-        click.echo(diffviews.verdict_paragraph(result) + "\n\n" + markdown.render(lines, tables), nl=False)
-    else:
-        if fmt == "terminal":
-            lines = [*lines, f"verdict: {result['verdict'].upper()}"]
-        emit(fmt, result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0)
+def comparison(result: dict[str, Any], fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
+    """A comparison (analysis.compare.Result.as_dict()) as diff and gate print it: the answer, what was compared,
+    the key figures and what differs; every figure's table behind --all (folded in markdown)."""
+    emit(fmt, result, diffviews.header_lines(result), diffviews.lead_tables(result),
+         alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"],
+         details=diffviews.tables(result, all_sites or fmt in ("json", "csv")), show_details=show_all,
+         details_summary=diffviews.detail_summary(result))
+
+
+def comparison_markdown(result: dict[str, Any]) -> str:
+    """The comparison as markdown (a job summary, a report page): the same answer, key tables and folds."""
+    return markdown.render(diffviews.header_lines(result), diffviews.lead_tables(result), result["answer"],
+                           diffviews.tables(result), diffviews.detail_summary(result))
 
 
 def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) -> tuple[list[str], list[Table]]:
@@ -142,17 +148,18 @@ def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) 
     return lines, tables
 
 
-def compared(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
+def compared(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
     if kind == "sweeps":
         scale_comparison(data, fmt, all_sites)
     else:
-        comparison(data, fmt, all_sites)
+        comparison(data, fmt, all_sites, show_all)
 
 
-def view(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None) -> None:
+def view(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None,
+         show_all: bool = False) -> None:
     """Whatever `show` found: one of run, group, scale, matrix, plan (and their dry-run listings)."""
     if kind == "run":
-        run(data, fmt, all_sites, log_tail)
+        run(data, fmt, all_sites, log_tail, show_all)
     elif kind == "group":
         group(data, fmt)
     elif kind == "scale":

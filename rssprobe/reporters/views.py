@@ -245,7 +245,15 @@ def group_table(data: dict[str, Any]) -> Table:
     return t
 
 
+def run_table_parts(s: dict[str, Any], all_sites: bool = False) -> tuple[list[Table], list[Table]]:
+    """A run's tables, most important first: (the key ones: who owns its RSS, by phase, by code site, its pinned
+    memory; the detail behind --all: ZeRO-3's gathered weights, in-run events, interventions, memray)."""
+    key = [ranks_table(s), node_table(s), budget_table(s), phases_table(s), sites_table(s, all_sites),
+           pinned_table(s)]
+    detail = [gathered_table(s), *inrun_tables(s), interventions_table(s), native_table(s)]
+    return [t for t in key if t is not None and t.rows], [t for t in detail if t is not None and t.rows]
+
+
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    tables = [ranks_table(s), node_table(s), phases_table(s), budget_table(s), gathered_table(s), pinned_table(s),
-              sites_table(s, all_sites), *inrun_tables(s), interventions_table(s), native_table(s)]
-    return [t for t in tables if t is not None and t.rows]
+    key, detail = run_table_parts(s, all_sites)
+    return [*key, *detail]

@@ -20,7 +20,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..contract import EXIT_TERMINATED, WORKER_SPEC, OptionError, parse, rank_log, worker_spec_problem
+from ..contract import (
+    EXIT_NO_WORKER,
+    EXIT_TERMINATED,
+    NO_WORKER_ENV,
+    WORKER_SPEC,
+    OptionError,
+    parse,
+    rank_log,
+    worker_spec_problem,
+)
 from . import census, glibc, lifeline, memmap, models, pins, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
@@ -279,7 +288,20 @@ class Worker:
         return out
 
 
+def refused_in_test_lane() -> bool:
+    """Started by a test that is not marked `worker` (contract.NO_WORKER_ENV): record it and train nothing."""
+    sentinel = os.environ.get(NO_WORKER_ENV)
+    if not sentinel:
+        return False
+    with open(sentinel, "a") as f:
+        f.write(f"{os.getpid()} {' '.join(sys.argv)}\n")
+    sys.stderr.write(f"rssprobe worker: not started: {NO_WORKER_ENV} is set (a test without the worker marker)\n")
+    return True
+
+
 def main(argv: list[str]) -> int:
+    if refused_in_test_lane():
+        return EXIT_NO_WORKER
     lifeline.worker_lifeline()  # before anything slow: die with the orchestrator (or torchrun)
     # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
     worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))

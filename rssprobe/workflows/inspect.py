@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..analysis import sweep
+from ..analysis import answers, sweep
 from ..analysis.compare import Side, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..analysis.summary import Summary, across, summarise
@@ -34,7 +34,8 @@ def entry(found: RunDir | GroupDir, rank: int = 0) -> View:
         if not found.present():
             raise UserError(f"{found.path}: run group has no runs (none of its {found.repeat()} members is there)")
         summaries = [summarise(r) for r in found.runs()]
-        return View("group", {"group": found.id, **info, "runs": summaries, "across": across(summaries)})
+        data = {"group": found.id, **info, "runs": summaries, "across": across(summaries)}
+        return View("group", {"answer": answers.group(data), **data})
     if rank not in found.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
         raise UserError(f"{found.path}: no rank {rank} in this run (ranks: {found.ranks()})")
     data = Summary(found, rank).as_dict()

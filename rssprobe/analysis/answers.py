@@ -1,0 +1,264 @@
+"""THE answer sentences: what each command's user came to know, in words and numbers, built from its result.
+
+Every output opens with these (terminal, markdown, HTML, the JSON key "answer"), so one module words them and
+every reporter prints them as given. A sentence never contradicts the tables under it: a gated verdict is said
+as the gate decides it, and an informative (not gated) change that is significant is named beside it, not
+hidden by it. Figures keep the precision the tables show (B/param to 2 decimals, p to 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import contract, verdicts
+from . import metrics
+
+MiB = 2**20
+# the figures an answer names first, in this order, when a comparison has them (the gated ones lead)
+LEAD = ("budget.rss_after_trim_above_baseline", "budget.live")
+# the raw-RSS figures a reader of a memory PR asks about next, named when they move (informative)
+RAW = ("init.rss", "first_step.rss", "steady.rss", "peak", "steady.glibc_free", "budget.rss_above_baseline")
+MOST_NAMED = 3  # an answer names at most this many figures of one kind, then "and N more"
+
+
+def words(metric: str) -> str:
+    """A figure's name as a sentence says it (its registry label, without the prose after a comma)."""
+    try:
+        return metrics.label(metric)
+    except KeyError:
+        return metric
+
+
+def times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def _list(items: list[str]) -> str:
+    if len(items) > MOST_NAMED:
+        items = [*items[:MOST_NAMED], f"{len(items) - MOST_NAMED} more"]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _p(c: dict[str, Any]) -> float | None:
+    return c["p_increase"] if c["delta"] >= 0 else c["p_decrease"]
+
+
+def _delta(c: dict[str, Any]) -> str:
+    return f"{words(c['metric'])} {c['delta']:+.2f} B/param"
+
+
+def _moved(c: dict[str, Any]) -> str:
+    p = _p(c)
+    return f"{_delta(c)} ({c['mean_a']:.2f} → {c['mean_b']:.2f}" + (f", p = {p:.3f})" if p is not None else ")")
+
+
+def patches_phrase(specs: list[str]) -> str:
+    """Component specs as a reader knows them: a whole declared set by its title ('PR #8132'), else the names."""
+    specs = list(specs)
+    names = [contract.parse(s)[0] for s in specs]
+    out = []
+    for set_name, members in contract.SETS.items():
+        if members and all(m in names for m in members):
+            out.append(contract.SET_TITLES.get(set_name, set_name))
+            names = [n for n in names if n not in members]
+    return " + ".join([*out, *names])
+
+
+def side_name(side: dict[str, Any]) -> str:
+    """'patched (PR #8132)': the side's label and, when it differs from the label, what it applied."""
+    label = str(side.get("label") or side.get("name"))
+    applied = patches_phrase(list(side.get("patches") or {}))
+    return f"{label} ({applied})" if applied and applied != label else label
+
+
+def _runs(r: dict[str, Any]) -> str:
+    return f"{r['a']['ok']} vs {r['b']['ok']} runs"
+
+
+def _all_comparisons(r: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for group in r["comparisons"].values() for c in group]
+
+
+def _ordered(cs: list[dict[str, Any]], order: tuple[str, ...]) -> list[dict[str, Any]]:
+    rank = {m: i for i, m in enumerate(order)}
+    return sorted(cs, key=lambda c: (rank.get(c["metric"], len(rank)), -abs(c["delta"])))
+
+
+def _firing(r: dict[str, Any]) -> str | None:
+    """How often each side's patches took effect per run: a patch that never ran proves nothing."""
+    parts = []
+    for side in (r["b"], r["a"]):
+        for spec, counts in (side.get("patches") or {}).items():
+            if counts and len(set(counts)) == 1:
+                parts.append(f"{spec} took effect {times(counts[0])} per run")
+            elif counts:
+                parts.append(f"{spec} took effect {min(counts)}-{max(counts)} times per run")
+    return ("In " + side_name(r["b"]) + ", " + _list(parts) + ".") if parts else None
+
+
+def comparison(r: dict[str, Any]) -> list[str]:
+    """diff and gate: does B change host memory against A? (analysis.compare.Result.as_dict() without 'answer')."""
+    a, b = side_name(r["a"]), side_name(r["b"])
+    t, verdict = r["threshold_bytes_per_param"], r["verdict"]
+    comps = _all_comparisons(r)
+    gated = _ordered([c for c in comps if c["gated"]], LEAD)
+    moved = [c for c in gated if c["verdict"] in verdicts.MOVED]
+    decided = f"threshold {t} B/param, {_runs(r)}"
+    if verdict == verdicts.REGRESSION:
+        ups = [c for c in moved if c["verdict"] == verdicts.REGRESSION]
+        first = f"{b} needs more host memory than {a}: {_list([_moved(c) for c in ups])}; {decided}."
+    elif verdict == verdicts.IMPROVEMENT:
+        first = f"{b} needs less host memory than {a}: {_list([_moved(c) for c in moved])}; {decided}."
+    elif verdict in (verdicts.PASS, verdicts.SAME):
+        lead = [_delta(c) for c in gated if c["metric"] in LEAD] or [_delta(c) for c in gated[:MOST_NAMED]]
+        within = "both" if len(lead) == 2 else "all" if len(lead) > 2 else ""
+        first = (f"{b} changes no gated figure against {a}: {_list(lead)}, {within + ' ' if within else ''}within "
+                 f"the {t} B/param threshold ({_runs(r)}).")
+    else:
+        first = f"Undecided whether {b} changes host memory against {a}: {undecided_reason(r)}."
+    out = [first]
+    informative = informative_sentence(r)
+    if informative:
+        out.append(informative)
+    firing = _firing(r)
+    if firing:
+        out.append(firing)
+    return out
+
+
+def undecided_reason(r: dict[str, Any]) -> str:
+    """Why a comparison cannot decide, in one clause: the first problem, else the figure that is '~'."""
+    if r["problems"]:
+        return r["problems"][0]
+    unsure = [c for c in _all_comparisons(r) if c["gated"] and c["verdict"] == verdicts.NOT_SIGNIFICANT]
+    if unsure:
+        c = max(unsure, key=lambda c: abs(c["delta"]))
+        p = _p(c)
+        return (f"{_delta(c)}, past the {r['threshold_bytes_per_param']} B/param threshold, but {_runs(r)} cannot "
+                f"confirm it (p = {p:.3f} > {r['alpha']}): run more repeats")
+    unsure = [c for c in _all_comparisons(r) if c["gated"] and c["verdict"] == verdicts.UNDECIDED]
+    if unsure:
+        return f"{words(unsure[0]['metric'])}: {unsure[0]['reason']}"
+    return "no gated figure was measured in both sides"
+
+
+def informative_sentence(r: dict[str, Any]) -> str | None:
+    """The significant changes of figures that do not decide (raw RSS), and whether steady RSS moved."""
+    raw = {c["metric"]: c for c in _all_comparisons(r) if not c["gated"] and c["metric"] in RAW}
+    moved = [c for c in _ordered(list(raw.values()), RAW) if c["verdict"] in verdicts.MOVED]
+    steady = raw.get("steady.rss")
+    out = []
+    if moved:
+        out.append("It " + _list([f"{'raises' if c['delta'] > 0 else 'lowers'} {words(c['metric'])} by "
+                                  f"{abs(c['delta']):.2f} B/param (p = {_p(c):.3f})" for c in moved])
+                   + " (informative, not gated: raw RSS carries glibc's retention noise)")
+    if steady is not None and steady not in moved:
+        out.append(f"steady RSS {steady['delta']:+.2f} B/param is not a significant change")
+    if not out:
+        return None
+    text = "; ".join(out)
+    return text[0].upper() + text[1:] + "."
+
+
+def size_words(params: float | None) -> str:
+    """16785408 -> '16.8 M'; 7e9 -> '7.0 B' (parameters)."""
+    if not params:
+        return "?"
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if params >= scale:
+            return f"{params / scale:.1f} {unit}"
+    return f"{params:.0f}"
+
+
+def mib(value_bytes: float) -> str:
+    return f"{value_bytes / MiB:,.0f} MiB" if abs(value_bytes) >= 10 * MiB else f"{value_bytes / MiB:,.1f} MiB"
+
+
+def _what(s: dict[str, Any]) -> str:
+    z = s.get("zero") or {}
+    offload = [f"{k.removeprefix('offload_')} offloaded to {v}" for k, v in z.items()
+               if k.startswith("offload_") and v]
+    ranks = f", {s['world_size']} ranks" if s.get("world_size", 1) > 1 else ""
+    what = f"{s['scenario']} ({size_words(s.get('params'))} parameters, ZeRO-{z.get('stage', '?')}"
+    return what + "".join(f", {o}" for o in offload) + f"{ranks}, {s['steps_done']} steps)"
+
+
+# the parts of RSS an answer names after the live buffers, with the words a reader knows them by
+def _rest(budget: dict[str, Any] | None) -> list[str]:
+    parts = (budget or {}).get("parts") or {}
+    named = sorted(((label, p.get("bytes_per_param") or 0.0) for label, p in parts.items()
+                    if label != "live tensors"), key=lambda x: -x[1])
+    shown = [f"{label} {value:.2f}" for label, value in named[:MOST_NAMED] if value >= 0.05]
+    others = sum(value for _label, value in named[len(shown):])
+    return shown + ([f"the other parts {others:.2f}"] if others >= 0.005 else [])
+
+
+def run(s: dict[str, Any]) -> list[str]:
+    """show RUN: how much host memory does this run hold, and who owns it? (Summary.as_dict() without 'answer')."""
+    m = s.get("metrics") or {}
+    if s.get("status") != "ok":
+        why = f" ({s['error']})" if s.get("error") else ""
+        first = (f"This run did not finish: {s.get('status')}{why}; its figures cover what was measured before it "
+                 "stopped.")
+        return [first] if not s.get("scenario") else [first.replace("This run", f"This run of {_what(s)}")]
+    end, live, peak = m.get("budget.rss_above_baseline"), m.get("budget.live"), m.get("peak")
+    if end is None or live is None:
+        first = (f"This run of {_what(s)} holds {m['steady.rss']:.2f} B/param of host RAM above its pre-model "
+                 f"baseline in the steady steps" if "steady.rss" in m else f"This run of {_what(s)} finished")
+        return [first + (f"; peak {peak:.2f} B/param." if peak is not None else ".")]
+    params = s.get("params") or 0
+    out = [f"This run of {_what(s)} holds {end:.2f} B/param of host RAM above its pre-model baseline at the end "
+           f"({mib(end * params)}), {live:.2f} of it live ZeRO buffers; its peak is {peak:.2f} B/param."]
+    rest = _rest(s.get("budget"))
+    trim = m.get("budget.rss_after_trim_above_baseline")
+    if rest:
+        out.append("The rest, by owner (B/param): " + "; ".join(rest)
+                   + (f"; {trim:.2f} remain after a final malloc_trim(0)." if trim is not None else "."))
+    pinned = pinned_sentence(m)
+    if pinned:
+        out.append(pinned)
+    return out
+
+
+def pinned_sentence(m: dict[str, float]) -> str | None:
+    """What torch's pinned host allocator holds (measured on CUDA) or would hold (predicted on a CPU run)."""
+    requested = m.get("pinned.requested")
+    if not requested:
+        return None
+    if "pinned.held" in m:
+        return (f"Pinned host memory: DeepSpeed pinned {requested:.2f} B/param and CUDA's caching host allocator "
+                f"holds {m['pinned.held']:.2f} (measured), {m.get('pinned.slack', 0.0):.2f} of it rounding slack.")
+    held = m.get("pinned.held_predicted")
+    if held is None:
+        return None
+    return (f"On CUDA, DeepSpeed's {requested:.2f} B/param of pinned buffers would hold {held:.2f} B/param "
+            f"({held - requested:.2f} of power-of-two rounding slack; predicted by torch's caching host allocator "
+            "rule, not measured on this CPU run).")
+
+
+def group(data: dict[str, Any]) -> list[str]:
+    """show GROUP: the same question over repeats: each figure as mean ± sd of the finished runs."""
+    runs = data["runs"]
+    ok = [s for s in runs if s["status"] == "ok"]
+    rows = {r["figure"]: r for r in data.get("across", [])}
+
+    def fig(name: str, words_: str) -> str | None:
+        r = rows.get(name)
+        if r is None:
+            return None
+        return f"{words_} {r['mean']:.2f}" + (f" ± {r['sd']:.2f}" if r["sd"] is not None else "")
+
+    first_run = (ok or runs)[0]
+    lead = f"{len(runs)} runs of {first_run.get('scenario')} [{data.get('label') or first_run.get('label')}], " \
+           f"{len(ok)} finished"
+    if not ok:
+        return [f"{lead}: no run finished, so the group has no figures ({runs[0].get('status')}: "
+                f"{runs[0].get('error')})."]
+    figures = [f for f in (fig("budget.rss_above_baseline", "RSS at the end"),
+                           fig("budget.rss_after_trim_above_baseline", "after a final trim"),
+                           fig("budget.live", "live buffers"), fig("peak", "peak")) if f]
+    out = [f"{lead}: {', '.join(figures)} B/param above the pre-model baseline (mean ± sd of the runs)."]
+    if len(ok) < len(runs):
+        out.append(f"{len(runs) - len(ok)} of {len(runs)} runs did not finish: the group cannot be compared as "
+                   "good.")
+    return out
