@@ -86,14 +86,17 @@ def _ordered(cs: list[dict[str, Any]], order: tuple[str, ...]) -> list[dict[str,
 
 def _firing(r: dict[str, Any]) -> str | None:
     """How often each side's patches took effect per run: a patch that never ran proves nothing."""
-    parts = []
+    sentences = []
     for side in (r["b"], r["a"]):
+        parts = []
         for spec, counts in (side.get("patches") or {}).items():
             if counts and len(set(counts)) == 1:
-                parts.append(f"{spec} took effect {times(counts[0])} per run")
+                parts.append(f"{spec} {times(counts[0])} per run")
             elif counts:
-                parts.append(f"{spec} took effect {min(counts)}-{max(counts)} times per run")
-    return ("In " + side_name(r["b"]) + ", " + _list(parts) + ".") if parts else None
+                parts.append(f"{spec} {min(counts)} to {max(counts)} times per run")
+        if parts:
+            sentences.append(f"The patches of {side.get('label')} took effect: {', '.join(parts)}.")
+    return " ".join(sentences) or None
 
 
 def comparison(r: dict[str, Any]) -> list[str]:

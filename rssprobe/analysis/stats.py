@@ -38,7 +38,7 @@ def _scipy() -> Any:
     return stats
 
 
-def t_quantile(dof: int, level: float = LEVEL) -> float | None:
+def t_quantile(dof: float, level: float = LEVEL) -> float | None:
     """Student's t quantile for a two-sided `level` interval; None without degrees of freedom."""
     from scipy.special import stdtrit  # the inverse of Student's t CDF (what scipy.stats.t.ppf calls)
 
@@ -101,6 +101,7 @@ class Comparison:
     p_decrease: float | None
     verdict: Verdict
     reason: str
+    interval: float | None = None  # half-width of the 95% Welch t interval of delta (None below 2 repeats a side)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,7 +146,8 @@ def compare(metric: str, a: list[float], b: list[float], threshold: float = THRE
         p = p_up if delta > 0 else p_down
         verdict, reason = verdicts.NOT_SIGNIFICANT, (f"change {delta:+.2f} passes the threshold but is not "
                                                      f"significant (p = {p:.3f})")
-    return Comparison(metric, len(a), len(b), mean_a, mean_b, sd_a, sd_b, delta, p_up, p_down, verdict, reason)
+    return Comparison(metric, len(a), len(b), mean_a, mean_b, sd_a, sd_b, delta, p_up, p_down, verdict, reason,
+                      interval(a, b))
 
 
 @dataclass(frozen=True)
@@ -242,10 +244,15 @@ def intercept(fit: LinearFit, level: float = LEVEL) -> Estimate:
 
 
 def interval(a: list[float], b: list[float], level: float = LEVEL) -> float | None:
-    """Half-width of a Welch t interval for mean(b) - mean(a); None with fewer than 2 repeats a side."""
+    """Half-width of a Welch t interval for mean(b) - mean(a) (Welch-Satterthwaite degrees of freedom); None with
+    fewer than 2 repeats a side; 0 when both sides' repeats are identical (census figures: the difference is
+    exact). Computed here rather than by scipy.stats.ttest_ind, which warns of precision loss on such data."""
     if len(a) < 2 or len(b) < 2:
         return None
-    if np.var(a) == 0 and np.var(b) == 0:  # identical repeats (census figures): the difference is exact
+    va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
+    if va + vb == 0:
         return 0.0
-    ci = _scipy().ttest_ind(b, a, equal_var=False).confidence_interval(level)
-    return float(ci.high - ci.low) / 2
+    dof = (va + vb) ** 2 / ((va**2 / (len(a) - 1) if va else 0.0) + (vb**2 / (len(b) - 1) if vb else 0.0))
+    t = t_quantile(dof, level)
+    assert t is not None
+    return t * (va + vb) ** 0.5

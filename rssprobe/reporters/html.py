@@ -17,16 +17,22 @@ from .plots import Chart, run_name
 from .table import Table
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1150px;padding:0 1em;
 color:#222}
-h1{margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
-h3{margin:.2em 0}.meta{color:#666}
-figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:13px}
-section.run{border:1px solid #ddd;border-left:6px solid #3a7;border-radius:4px;padding:.8em 1em;margin:1.5em 0}
-section.run.bad{border-left-color:#c22;background:#fff6f6}
-.badge{display:inline-block;padding:.1em .6em;border-radius:3px;font-weight:bold;font-size:12px;color:#fff;
-background:#3a7;vertical-align:middle}
-.badge.bad{background:#c22}
+h1{font-size:18px;margin:0 0 .4em;color:#555;font-weight:600}
+h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.8em;font-size:20px}
+.meta{color:#666;font-size:13px}
+header.answer{border-radius:6px;padding:1em 1.3em;margin:.3em 0 1em;border:1px solid;border-left-width:8px}
+header.answer p{margin:.35em 0}header.answer p.lead{font-size:19px;font-weight:600;line-height:1.4}
+header.answer .kicker{font-size:12px;letter-spacing:.06em;text-transform:uppercase;font-weight:700}
+header.pass,header.same,header.improvement{background:#eef8ee;border-color:#2e7d32;color:#173d19}
+header.regression,header.failed{background:#fdecec;border-color:#c62828;color:#5a1010}
+header.undecided,header.not-significant{background:#fff6e0;border-color:#c77800;color:#4d3300}
+header.info{background:#eef3fb;border-color:#2a5ea8;color:#12315c}
+figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:13px}
+details.run{border:1px solid #ddd;border-left:6px solid #3a7;border-radius:4px;padding:.5em 1em;margin:.8em 0}
+details.run.bad{border-left-color:#c22;background:#fff6f6}
+details.run>summary{cursor:pointer;font-weight:600}
 .banner{background:#c22;color:#fff;font-weight:bold;padding:.4em .8em;border-radius:3px;margin:.5em 0}
 .warn{background:#fff3cd;border:1px solid #e0c060;padding:.4em .8em;border-radius:3px;margin:.5em 0}
 ul.header{list-style:none;padding:0;margin:.5em 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
@@ -34,9 +40,14 @@ table{border-collapse:collapse;margin:1em 0 .2em;font-size:13px}
 caption{text-align:left;font-weight:bold;padding-bottom:.3em}
 th,td{border:1px solid #ddd;padding:.2em .6em}th{background:#f4f4f4}
 td:first-child{white-space:pre}td.num{text-align:right;font-variant-numeric:tabular-nums}
-tr:nth-child(even) td{background:#fafafa}.note{color:#666;font-size:12px;margin:0 0 1em;font-style:italic}
-nav ul{padding-left:1.2em}
+tr:nth-child(even) td{background:#fafafa}.note{color:#666;font-size:12px;margin:0 0 1em}
 """
+LEAD_CHART = "change"  # a comparison's change chart comes right under the answer (plots.comparison_chart)
+# the page's colour follows the comparison's verdict (rssprobe.verdicts' words); a page of runs is "info"
+VERDICT_CLASS = {"regression": "regression", "improvement": "improvement", "same": "pass", "pass": "pass",
+                 "~": "not-significant", "undecided": "undecided"}
+VERDICT_KICKER = {"regression": "Regression", "improvement": "Improvement", "pass": "No gated change",
+                  "same": "No gated change", "~": "Not significant: undecided", "undecided": "Undecided"}
 
 
 @dataclass(frozen=True)
@@ -89,15 +100,18 @@ def _anchor(s: dict[str, Any]) -> str:
     return "run-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in str(s["run"]))
 
 
-def _badge(sec: Section) -> str:
-    status = str(sec.summary.get("status") or "unknown")
-    return f'<span class="badge{"" if sec.ok else " bad"}">{escape(status.upper())}</span>'
+def run_title(sec: Section) -> str:
+    """'baseline run-01 (ok)': a run's fold heading."""
+    return f"{run_name(sec.summary)}: {sec.summary.get('status') or 'unknown'}"
 
 
 def run_section(sec: Section) -> str:
+    """One run, folded (open when it did not finish ok: that is what a reader must see)."""
     s = sec.summary
-    parts = [f'<section class="run{"" if sec.ok else " bad"}" id="{escape(_anchor(s))}">',
-             f"<h3>{escape(run_name(s))} {_badge(sec)}</h3>"]
+    answer = " ".join(s.get("answer") or [])
+    parts = [f'<details class="run{"" if sec.ok else " bad"}" id="{escape(_anchor(s))}"'
+             f'{"" if sec.ok else " open"}>',
+             f"<summary>{escape(run_title(sec))}</summary>", f"<p>{escape(answer)}</p>" if answer else ""]
     if not sec.ok:
         reason = s.get("error") or "no error message recorded"
         parts.append(f'<div class="banner">{escape(str(s.get("status") or "unknown").upper())}: '
@@ -107,7 +121,7 @@ def run_section(sec: Section) -> str:
                      " &mdash; this run proves nothing about it.</div>")
     parts.append('<ul class="header">' + "".join(f"<li>{escape(line)}</li>" for line in sec.lines) + "</ul>")
     parts += [table(t) for t in sec.tables]
-    parts.append("</section>")
+    parts.append("</details>")
     return "\n".join(parts)
 
 
@@ -116,33 +130,44 @@ def figure(chart: Chart) -> str:
             f"<figcaption>{escape(chart.caption)}</figcaption></figure>")
 
 
+def answer_banner(answer: list[str], verdict: str | None, failed: int) -> str:
+    """The page's first screen: the answer, coloured by the verdict (or red when a run did not finish)."""
+    kind = "failed" if failed and verdict is None else VERDICT_CLASS.get(verdict or "", "info")
+    kicker = VERDICT_KICKER.get(verdict or "", "Runs did not finish" if failed else "What these runs hold")
+    first, *rest = answer or ["(no answer: nothing was measured)"]
+    return "\n".join([f'<header class="answer {kind}" id="answer">', f'<div class="kicker">{escape(kicker)}</div>',
+                      f'<p class="lead">{escape(first)}</p>', *(f"<p>{escape(x)}</p>" for x in rest), "</header>"])
+
+
 def comparison(r: dict[str, Any]) -> str:
-    """Two runs or groups compared, as `rssprobe diff A B` says it: the verdict, what differs, the gated figures."""
-    verdict = escape(" ".join(r["answer"]))
-    return "\n".join([f'<h2>Comparison: B against A (rssprobe diff)</h2>\n<p class="verdict">{verdict}</p>',
+    """Two runs or groups compared, as `rssprobe diff A B` shows it: what was compared, the key figures, what
+    differs (the answer is the page's banner)."""
+    lines = "".join(f"<li>{escape(line)}</li>" for line in diffviews.header_lines(r))
+    return "\n".join(["<h2>Key figures: B against A</h2>", f'<ul class="header">{lines}</ul>',
                       *[table(t) for t in diffviews.lead_tables(r)]])
 
 
 def render(sections: list[Section], charts: list[Chart], generated: str, title: str = "rssprobe report",
-           compared: dict[str, Any] | None = None) -> str:
-    """The whole page: run index, the comparison of two (`compared`), charts, then one section per run (header,
-    phases, budget, sites, patches)."""
-    index = "".join(f'<li><a href="#{escape(_anchor(sec.summary))}">{escape(run_name(sec.summary))}</a> '
-                    f"{_badge(sec)} scenario {escape(str(sec.summary.get('scenario')))}</li>" for sec in sections)
+           compared: dict[str, Any] | None = None, answer: list[str] | None = None,
+           verdict: str | None = None) -> str:
+    """The whole page: the answer (a banner coloured by the verdict), the key figures of a comparison, the charts
+    (the comparison's change chart first), then every run folded (open if it did not finish)."""
     failed = sum(not sec.ok for sec in sections)
     alarm = (f'<div class="banner">{failed} of {len(sections)} runs did not finish ok; their figures cover only '
              "what was measured before they stopped.</div>") if failed else ""
     body = "\n".join([
         f"<h1>{escape(title)}</h1>",
+        answer_banner(answer or [], verdict, failed),
         f'<p class="meta">generated {escape(generated)}; every figure is bytes per parameter above the run\'s '
         "own pre-model baseline (RSS after imports and op loading).</p>",
         alarm,
-        f"<nav><ul>{index}</ul></nav>",
+        *[figure(c) for c in charts if c.name == LEAD_CHART],
         comparison(compared) if compared else "",
         "<h2>Charts</h2>",
-        *[figure(c) for c in charts],
-        "<h2>Runs</h2>",
+        *[figure(c) for c in charts if c.name != LEAD_CHART],
+        f"<h2>Runs ({len(sections)})</h2>",
         *[run_section(sec) for sec in sections],
     ])
-    return (f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n'
+    return (f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{escape(title)}</title>\n'
             f"<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")

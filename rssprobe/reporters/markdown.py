@@ -43,9 +43,10 @@ def table(t: Table) -> str:
     return "\n".join(out)
 
 
-def folded(summary: str, tables: list[Table]) -> str:
-    """Tables under a <details> fold (GitHub renders markdown inside it after a blank line)."""
-    body = "\n\n".join(table(t) for t in tables)
+def folded(summary: str, tables: list[Table], lines: list[str] | None = None) -> str:
+    """Tables (after context lines) under a <details> fold (GitHub renders markdown inside it after a blank
+    line); the summary is plain text."""
+    body = "\n\n".join([*(["  \n".join(line(text) for text in lines)] if lines else []), *(table(t) for t in tables)])
     return f"<details>\n<summary>{html.escape(summary)}</summary>\n\n{body}\n\n</details>"
 
 

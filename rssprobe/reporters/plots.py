@@ -19,10 +19,14 @@ import pandas as pd
 if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn: every command imports this module, few draw
     from matplotlib.figure import Figure
 
+from ..analysis.stats import THRESHOLD
 from ..contract import IN_USE
 from ..contract import glibc_in_use as in_use
 
 Y_LABEL = "B/param above pre-model baseline"
+# a y axis never spans less than this many thresholds (B/param): noise of 0.007 B/param must not look like a climb
+MIN_SPAN_THRESHOLDS = 2
+SIDE_COLORS = {"A": "#1f77b4", "B": "#ff7f0e"}  # runs of a comparison by side: A blue, B orange
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,17 @@ class RunSeries:
     baseline_rss: float | None
     baseline_mallinfo: dict[str, int] | None
     steps: pd.DataFrame
+    side: str | None = None  # "A" or "B" in a report of two runs or groups: coloured and named by side
+    side_name: str = ""  # the side's legend entry ("A: baseline (3 runs)")
 
     @classmethod
-    def of(cls, summary: dict[str, Any], baseline_event: dict[str, Any] | None, steps: pd.DataFrame) -> RunSeries:
+    def of(cls, summary: dict[str, Any], baseline_event: dict[str, Any] | None, steps: pd.DataFrame,
+           side: str | None = None, side_name: str = "") -> RunSeries:
         """summary: `Summary.as_dict()`; baseline_event: `Summary.baseline` (the pre_model phase event)."""
         return cls(name=run_name(summary), params=summary.get("params"),
                    baseline_rss=summary.get("baseline_rss_bytes"),
-                   baseline_mallinfo=(baseline_event or {}).get("mallinfo"), steps=steps)
+                   baseline_mallinfo=(baseline_event or {}).get("mallinfo"), steps=steps, side=side,
+                   side_name=side_name)
 
 
 def run_name(summary: dict[str, Any]) -> str:
@@ -133,20 +141,35 @@ def _empty(ax: Any, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
 
 
-def measure_chart(runs: list[RunSeries], measure: str) -> Chart:
-    """One line per run for one measure, x = step."""
+def min_span(ax: Any, span: float) -> None:
+    """Widen the y axis about its middle to at least `span` (a threshold's worth of B/param)."""
+    low, high = ax.get_ylim()
+    if high - low < span:
+        middle = (low + high) / 2
+        ax.set_ylim(middle - span / 2, middle + span / 2)
+
+
+def measure_chart(runs: list[RunSeries], measure: str, threshold: float = THRESHOLD) -> Chart:
+    """One line per run for one measure, x = step; the runs of a comparison coloured and named by side."""
     title = MEASURES[measure][0]
-    fig = _figure(len(runs))
+    by_side = any(run.side for run in runs)
+    fig = _figure(2 if by_side else len(runs))
     ax = fig.subplots()
     skipped = []
     drawn = 0
+    named: set[str] = set()
     for run in runs:
         got = per_param(run, measure)
         if isinstance(got, str):
             skipped.append(f"{run.name}: {got}")
             continue
         steps, values = got
-        ax.plot(steps, values, marker="o", markersize=4, linewidth=1.6, label=run.name)
+        style: dict[str, Any] = {"label": run.name}
+        if run.side:
+            style = {"color": SIDE_COLORS.get(run.side, "0.4"), "alpha": 0.8,
+                     "label": None if run.side in named else run.side_name or run.side}
+            named.add(run.side)
+        ax.plot(steps, values, marker="o", markersize=4, linewidth=1.6, **style)
         drawn += 1
     ax.set_title(title)
     ax.set_xlabel("step")
@@ -157,10 +180,14 @@ def measure_chart(runs: list[RunSeries], measure: str) -> Chart:
     ax.ticklabel_format(axis="y", useOffset=False)  # an offset like "+3.84e1" is easy to misread
     ax.grid(True, alpha=0.3)
     if drawn:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", title="run")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", title="side" if by_side else "run")
+        min_span(ax, MIN_SPAN_THRESHOLDS * threshold)
     else:
         _empty(ax, "no run has this measure")
-    caption = f"{title}, bytes per parameter above each run's pre-model baseline, one line per run."
+    caption = (f"{title}, bytes per parameter above each run's pre-model baseline, one line per run"
+               + (", coloured by side." if by_side else ".")
+               + f" The y axis spans at least {MIN_SPAN_THRESHOLDS * threshold:g} B/param (twice the "
+               "threshold a change must pass), so noise does not look like a trend.")
     if measure.startswith("glibc"):
         caption += " The baseline is the run's own mallinfo2 at pre_model."
     if skipped:
@@ -189,24 +216,26 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
         roles += [r for r in s["budget"]["roles"] if r not in roles]
         parts += [p for p in s["budget"].get("parts", {}) if p not in parts and p != "live tensors"]
     rest = [NOT_ATTRIBUTED] if parts else [UNEXPLAINED]
-    segments = [*roles, *parts, *rest]
+    def largest(seg: str) -> float:
+        return max((abs(v or 0.0) for v in _segment(seg, roles, with_budget)), default=0.0)
+
+    # parts that never reach SMALL_PART B/param are drawn as one segment: the legend names what matters
+    small = [p for p in parts if ZERO_SEGMENT <= largest(p) < SMALL_PART]
+    segments = [seg for seg in (*roles, *parts, *rest) if largest(seg) >= (SMALL_PART if seg in parts
+                                                                              else ZERO_SEGMENT)]
+    if small:
+        segments.insert(len([seg for seg in segments if seg not in rest]), SMALL_PARTS)
+    dropped = len(roles) + len(parts) + len(rest) - len(segments) + (1 if small else 0) - len(small)
     fig = _figure(len(segments))
     ax = fig.subplots()
     names = [run_name(s) for s in with_budget]
     x = np.arange(len(with_budget))
     pos, neg = np.zeros(len(x)), np.zeros(len(x))
-    colors = _colors(len(roles) + len(parts))
+    colors = _colors(len([seg for seg in segments if seg not in rest]))
     for i, segment in enumerate(segments):
-        style: dict[str, Any] = {"color": colors[i]} if i < len(colors) else \
+        style: dict[str, Any] = {"color": colors[i]} if segment not in rest else \
             {"color": "0.8", "hatch": "//", "edgecolor": "0.45"}
-        if segment == UNEXPLAINED:
-            values = [s["budget"].get("unexplained_bytes_per_param") for s in with_budget]
-        elif segment == NOT_ATTRIBUTED:
-            values = [s["budget"].get("not_attributed_bytes_per_param") for s in with_budget]
-        elif segment in roles:
-            values = [s["budget"]["roles"].get(segment) for s in with_budget]
-        else:
-            values = [(s["budget"].get("parts", {}).get(segment) or {}).get("bytes_per_param") for s in with_budget]
+        values = _segment(segment, roles, with_budget, small)
         v = np.nan_to_num(np.array([np.nan if val is None else val for val in values], dtype="float64"))
         bottom = np.where(v >= 0, pos, neg)
         ax.bar(x, v, bottom=bottom, width=0.6, label=segment, linewidth=0.5, **style)
@@ -223,7 +252,7 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
                             va="bottom", fontsize="small")
         handles, labels = ax.get_legend_handles_labels()
         # top segment first, as the bars read from top to bottom
-        order = [labels.index(name) for name in ("RSS above baseline", *reversed(segments))]
+        order = [labels.index(name) for name in ("RSS above baseline", *reversed(segments)) if name in labels]
         ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
                   bbox_to_anchor=(1.01, 1.0), fontsize="small", title="segment", markerscale=0.4)
         # room above the tallest bar for its label, below the title (autoscaling left the labels on the title)
@@ -241,9 +270,34 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     caption = (f"{title}: resident bytes per parameter of each buffer role (DeepSpeed's own attributes), "
                "then the rest of RSS named by memory mapping (hatched: not attributed); the black tick is the "
                "RSS above the baseline.")
+    if small:
+        caption += f" {SMALL_PARTS}: " + ", ".join(small) + "."
+    if dropped:
+        caption += f" {dropped} parts below {ZERO_SEGMENT} B/param in every run are left out."
     if skipped:
         caption += " Not shown: " + "; ".join(skipped) + "."
     return Chart("budget", title, _png(fig), caption)
+
+
+ZERO_SEGMENT = 0.005  # B/param: a part below this in every bar is not drawn nor listed (it rounds to 0.00)
+SMALL_PART = 0.1  # B/param: parts below this in every bar are drawn together as SMALL_PARTS
+SMALL_PARTS = "other parts (each < 0.1 B/param)"
+
+
+def _segment(segment: str, roles: list[str], with_budget: list[dict[str, Any]],
+             small: list[str] | None = None) -> list[float | None]:
+    """One segment's value in each run's 'end' budget (SMALL_PARTS: the sum of the `small` parts)."""
+    if segment == SMALL_PARTS:
+        sums = [sum(v or 0.0 for v in values) for values in zip(*(_segment(p, roles, with_budget)
+                                                                  for p in small or []), strict=True)]
+        return list(sums)
+    if segment == UNEXPLAINED:
+        return [s["budget"].get("unexplained_bytes_per_param") for s in with_budget]
+    if segment == NOT_ATTRIBUTED:
+        return [s["budget"].get("not_attributed_bytes_per_param") for s in with_budget]
+    if segment in roles:
+        return [s["budget"]["roles"].get(segment) for s in with_budget]
+    return [(s["budget"].get("parts", {}).get(segment) or {}).get("bytes_per_param") for s in with_budget]
 
 
 def _colors(n: int) -> list[Any]:
@@ -305,6 +359,55 @@ def fit_chart(figure: str, sweeps: list[SweepSeries]) -> Chart:
     return Chart(f"fit-{figure.replace('.', '-')}", title, _png(fig), caption)
 
 
-def charts(runs: list[RunSeries], summaries: list[dict[str, Any]]) -> list[Chart]:
-    """Every chart of the report, in page order."""
-    return [*(measure_chart(runs, m) for m in MEASURES), budget_chart(summaries)]
+# the comparison chart's rows: the gated figures that always decide, then raw RSS by phase (informative)
+CHANGE_FIGURES = ("budget.rss_after_trim_above_baseline", "budget.live", "init.rss", "first_step.rss", "steady.rss",
+                  "peak")
+
+
+def comparison_chart(r: dict[str, Any]) -> Chart:
+    """B - A for the key figures of a comparison (analysis.compare.Result.as_dict()), each with its 95% interval,
+    the band a change must leave (the threshold) shaded: the verdict as a picture."""
+    from ..analysis import metrics
+
+    title = "B - A: each figure's change, with its 95% interval"
+    comps = {c["metric"]: c for group in r["comparisons"].values() for c in group}
+    chosen = [m for m in CHANGE_FIGURES if m in comps]
+    chosen += [m for m, c in comps.items() if c["gated"] and c["verdict"] != "same" and m not in chosen]
+    threshold = r["threshold_bytes_per_param"]
+    fig = _figure(1)
+    ax = fig.subplots()
+    ax.axvspan(-threshold, threshold, color="#d8f0d8", label=f"within the threshold (±{threshold:g} B/param)")
+    ax.axvline(0, color="0.3", linewidth=0.8)
+    y = np.arange(len(chosen))[::-1]
+    for yi, m in zip(y, chosen, strict=True):
+        c = comps[m]
+        color = "#123a6b" if c["gated"] else "0.55"
+        ax.errorbar(c["delta"], yi, xerr=c.get("interval") or 0.0, fmt="o", color=color, capsize=4,
+                    markersize=6, linewidth=1.6)
+        ax.annotate(f"{c['delta']:+.2f}", (c["delta"], yi), xytext=(0, 7), textcoords="offset points",
+                    ha="center", fontsize="small", color=color)
+    ax.set_yticks(y, [metrics.label(m) + (" (gated)" if comps[m]["gated"] else "") for m in chosen])
+    for tick, m in zip(ax.get_yticklabels(), chosen, strict=True):
+        tick.set_color("#123a6b" if comps[m]["gated"] else "0.35")
+        tick.set_fontweight("bold" if comps[m]["gated"] else "normal")
+    ax.set_xlabel(f"B - A, bytes per parameter (A = {r['a']['label']}, B = {r['b']['label']})")
+    low, high = ax.get_xlim()
+    span = max(high - low, 4 * threshold)
+    middle = (low + high) / 2
+    ax.set_xlim(middle - span / 2, middle + span / 2)
+    ax.set_ylim(-0.7, len(chosen) - 0.3)
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    caption = (f"{title}: the change of each figure's mean over the runs (B minus A) with a 95% Welch t interval "
+               f"({r['a']['ok']} vs {r['b']['ok']} runs); shaded: smaller than the {threshold:g} B/param a change "
+               "must pass. Gated figures (dark, bold) decide the verdict; grey ones inform (raw RSS, which glibc's "
+               "retention makes noisy).")
+    return Chart("change", title, _png(fig), caption)
+
+
+def charts(runs: list[RunSeries], summaries: list[dict[str, Any]],
+           comparison: dict[str, Any] | None = None) -> list[Chart]:
+    """Every chart of the report, in page order: the comparison first when there is one."""
+    lead = [comparison_chart(comparison)] if comparison and comparison["comparisons"] else []
+    return [*lead, *(measure_chart(runs, m) for m in MEASURES), budget_chart(summaries)]

@@ -25,19 +25,21 @@ class Written:
 
 
 def markdown_page(sections: list[html.Section], charts: list[plots.Chart], generated: str,
-                  compared: dict[str, Any] | None = None) -> str:
-    """report.md: the same tables as `show --format markdown`, with the charts linked as sibling PNG files; two
-    runs or groups lead with what `diff` says."""
-    out = ["# rssprobe report", "",
-           f"_generated {generated}; every figure is bytes per parameter above the run's own pre-model baseline_", ""]
+                  compared: dict[str, Any] | None = None, answer: list[str] | None = None) -> str:
+    """report.md: the answer first, then (two runs or groups) what `diff` shows, the charts linked as sibling PNG
+    files, and every run's tables folded (the same tables as `show --format markdown`)."""
+    out = ["# rssprobe report", "", markdown.render([], [], answer or []).rstrip("\n"), "",
+           markdown.line(f"generated {generated}; every figure is bytes per parameter above the run's own "
+                         "pre-model baseline"), ""]
     if compared:
-        out += ["## Comparison: B against A (rssprobe diff)", "",
-                markdown.render([], diffviews.lead_tables(compared), compared["answer"]), ""]
+        out += ["## Key figures: B against A (rssprobe diff)", "",
+                markdown.render(diffviews.header_lines(compared), diffviews.lead_tables(compared)), ""]
     out += ["## Charts", ""]
     for c in charts:
-        out += [f"![{c.title}]({c.name}.png)", "", f"_{c.caption}_", ""]
+        out += [f"![{markdown.escape(c.title)}]({c.name}.png)", "", markdown.line(c.caption), ""]
     out += ["## Runs", ""]
-    out += [markdown.render(sec.lines, sec.tables) for sec in sections]
+    out += [markdown.folded(f"{html.run_title(sec)}: {(sec.summary.get('answer') or [''])[0]}", sec.tables,
+                            lines=sec.lines) for sec in sections]
     return "\n".join(out)
 
 
@@ -55,18 +57,19 @@ def _write(path: Path, data: str | bytes) -> None:
 def write(pages: Any, all_sites: bool = False) -> Written:
     """Render `pages` (workflows.report.Pages: runs, sweeps, where the HTML goes, the --out directory)."""
     sections = [html.section(p.summary, all_sites) for p in pages.runs]
-    series = [plots.RunSeries.of(p.summary, p.baseline, p.steps) for p in pages.runs]
-    charts = plots.charts(series, [sec.summary for sec in sections])
+    series = [plots.RunSeries.of(p.summary, p.baseline, p.steps, p.side, p.side_name) for p in pages.runs]
+    charts = plots.charts(series, [sec.summary for sec in sections], pages.comparison)
     fit_sections, fit_charts = scaleviews.report_parts(pages.sweeps)
     sections, charts = [*fit_sections, *sections], [*fit_charts, *charts]
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    files: dict[Path, str | bytes] = {pages.html: html.render(sections, charts, generated,
-                                                              compared=pages.comparison)}
+    files: dict[Path, str | bytes] = {pages.html: html.render(sections, charts, generated, compared=pages.comparison,
+                                                              answer=pages.answer, verdict=pages.verdict)}
     written = Written(pages.html)
     if pages.out is not None:
         written.images = [pages.out / f"{c.name}.png" for c in charts]
         written.markdown = pages.out / MD_NAME
-        for path, data in ((written.markdown, markdown_page(sections, charts, generated, pages.comparison)),
+        for path, data in ((written.markdown, markdown_page(sections, charts, generated, pages.comparison,
+                                                            pages.answer)),
                            *zip(written.images, [c.png for c in charts], strict=True)):
             if path.resolve() == pages.html.resolve():  # one output over another: refused before writing any
                 raise UserError(f"--html {pages.html}: is where the report's {path.name} goes (--out "

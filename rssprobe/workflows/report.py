@@ -28,6 +28,8 @@ class RunPage:
     summary: dict[str, Any]  # Summary.as_dict()
     baseline: dict[str, Any] | None  # the pre_model phase event (the charts' glibc baseline)
     steps: pd.DataFrame
+    side: str | None = None  # "A" or "B" when the report compares two runs or groups
+    side_name: str = ""  # "A: baseline (3 runs)"
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Pages:
     html: Path = Path()
     out: Path | None = None
     comparison: dict[str, Any] | None = None  # two runs or groups: what `diff A B` says (compare.Result.as_dict())
+    answer: list[str] = field(default_factory=list)  # what the page opens with
+    verdict: str | None = None  # the comparison's, for the page's colour
 
 
 def steps_table(run: RunDir, summary: Summary) -> pd.DataFrame:
@@ -75,20 +79,32 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
         raise UserError("report: name at least one run (a run directory, an id under reports/runs, or 'latest')")
     if out is not None and os.path.lexists(out) and not os.path.isdir(out):
         raise UserError(f"{out}: --out must be a directory")
-    runs: list[RunDir] = []
-    for ref in refs:
+    runs: list[tuple[RunDir, int]] = []  # each member once, with the index of the ref that named it first
+    for i, ref in enumerate(refs):
         for run in _members(ref):  # a group, a sweep or a campaign contributes every member run
-            if run.path.resolve() not in {r.path.resolve() for r in runs}:
-                runs.append(run)
-    pages = []
-    for run in runs:
-        summary = Summary(run)
-        pages.append(RunPage(summary.as_dict(), summary.baseline, steps_table(run, summary)))
+            if run.path.resolve() not in {r.path.resolve() for r, _i in runs}:
+                runs.append((run, i))
     sweeps = [Sweep.load(r) for r in refs if campaign.kind_of(Path(r)) == "scale"]
     compared = None
     if len(refs) == 2 and not any(campaign.kind_of(Path(r)) for r in refs):  # two runs or groups: diff first
         compared = inspect.refs(refs[0], refs[1], stats.THRESHOLD, stats.ALPHA, True, GATED).data
+    pages = []
+    for run, i in runs:
+        summary = Summary(run)
+        side = "AB"[i] if compared else None
+        who = compared and compared["a" if i == 0 else "b"]
+        name = f"{side}: {who['label']} ({who['runs']} run{'s' if who['runs'] != 1 else ''})" if who else ""
+        pages.append(RunPage(summary.as_dict(), summary.baseline, steps_table(run, summary), side, name))
     if out is not None:
         claim.claim(out, "report directory")  # one report writes it at a time (released when this one exits)
+    answer = compared["answer"] if compared else _answer(refs)
     return Pages(pages, sweeps, html_file or (out / "report.html" if out is not None else _default_html()), out,
-                 compared)
+                 compared, answer, compared["verdict"] if compared else None)
+
+
+def _answer(refs: list[str]) -> list[str]:
+    """A page of one thing opens with that thing's answer; of several, with the first sentence of each."""
+    found = [inspect.view(ref).data.get("answer") or [] for ref in refs]
+    if len(found) == 1:
+        return found[0]
+    return [f"A report of {len(refs)} runs, groups or sweeps.", *(a[0] for a in found if a)]
