@@ -178,9 +178,12 @@ def test_groups_are_measured_alternately_and_stop_together_on_an_interruption(tm
 
 
 def test_gate_run_interleaves_baseline_and_candidate_runs(tmp_path: Path) -> None:
-    proc = rssprobe("gate", "tiny", "--run", "--repeat", "2", "--patch", LEAK, "--set", "steps=2",
-                    *STEADY_GLIBC, "--format", "json", env={"RSSPROBE_RUNS": str(tmp_path)})
-    assert proc.returncode in (1, 125), proc.stdout + proc.stderr  # 2 vs 2 runs: too few to be significant
+    refused = rssprobe("gate", "tiny", "--run", "--repeat", "2", env={"RSSPROBE_RUNS": str(tmp_path)})
+    assert refused.returncode == 2 and "--repeat 3 or more" in refused.stderr and not list(tmp_path.iterdir())
+    proc = rssprobe("gate", "tiny", "--run", "--repeat", "2", "--allow-undecided", "--patch", LEAK, "--set",
+                    "steps=2", *STEADY_GLIBC, "--format", "json", env={"RSSPROBE_RUNS": str(tmp_path)})
+    assert proc.returncode == 125, proc.stdout + proc.stderr  # 2 vs 2 runs: too few to be significant
+    assert "cannot reach p <= 0.05" in json.loads(proc.stdout)["answer"][0]  # and the answer says why
     runs = [json.loads(m.read_text()) for m in tmp_path.glob("*/run-*/manifest.json")]
     assert len(runs) == 4 and {r["status"] for r in runs} == {"ok"}
     by_start = sorted(runs, key=lambda r: (r["started"], r["ended"]))

@@ -265,3 +265,125 @@ def group(data: dict[str, Any]) -> list[str]:
         out.append(f"{len(runs) - len(ok)} of {len(runs)} runs did not finish: the group cannot be compared as "
                    "good.")
     return out
+
+
+def _fit(row: dict[str, Any]) -> str:
+    slope, fixed = row["slope_bytes_per_param"], row["fixed_bytes"]
+    si, fi = row.get("slope_interval_bytes_per_param"), row.get("fixed_interval_bytes")
+    return (f"{slope:.2f}" + (f" ± {si:.2f}" if si is not None else "") + " B/param plus "
+            f"{fixed / MiB:.0f}" + (f" ± {fi / MiB:.0f}" if fi is not None else "") + " MiB once")
+
+
+def sweep(data: dict[str, Any]) -> list[str]:
+    """show SCALEDIR: what grows with the model and what does not (bytes = fixed + slope x params)."""
+    fits = {r["figure"]: r for r in data.get("fit", [])}
+    sizes = [g for g in data.get("sizes_run", []) if g.get("ok")]
+    span = f"{size_words(min(g['params'] for g in sizes))} to {size_words(max(g['params'] for g in sizes))} " \
+        f"parameters, {data.get('runs_in_fit', 0)} runs" if sizes else "no finished size"
+    lead = next((f for f in ("budget.rss_after_trim_above_baseline", "steady.rss", "budget.rss_above_baseline")
+                 if f in fits), None)
+    if lead is None:
+        return [f"The size sweep of {data.get('scenario_name')} has no fit yet ({span}): it needs two sizes that "
+                "finished."]
+    out = [f"Host RAM of {data.get('scenario_name')} costs {_fit(fits[lead])} ({words(lead)}, fitted over "
+           f"{span}; 95% intervals)."]
+    more = [f"{words(f)} {_fit(fits[f])}" for f in ("budget.live", "steady.rss", "peak") if f in fits and f != lead]
+    if more:
+        out.append("Also: " + "; ".join(more) + ".")
+    if data.get("problems"):
+        out.append(f"Not every size finished: {data['problems'][0]}.")
+    return out
+
+
+def _part(d: dict[str, Any]) -> str:
+    scale, unit = (MiB, "MiB") if d["part"] == "fixed" else (1, "B/param")
+    interval = f" ± {d['interval'] / scale:.2f}" if d.get("interval") is not None else ""
+    return f"{d['part']} {d['delta'] / scale:+.2f}{interval} {unit}"
+
+
+def sweep_comparison(r: dict[str, Any]) -> list[str]:
+    """diff/gate of two size sweeps: does B change the per-parameter cost or the fixed cost of host memory?"""
+    a, b = r["a"].get("label") or r["a"]["scale"], r["b"].get("label") or r["b"]["scale"]
+    gated = [c for c in r["comparisons"] if c["gated"]]
+    moved = [f"{words(c['figure'])} {_part(c[p])}" for c in gated for p in ("slope", "fixed")
+             if c[p]["verdict"] in verdicts.MOVED]
+    verdict = r["verdict"]
+    thresholds = (f"thresholds {r['slope_threshold_bytes_per_param']} B/param and "
+                  f"{r['fixed_threshold_bytes'] / MiB:g} MiB")
+    if verdict == verdicts.REGRESSION:
+        return [f"{b} needs more host memory than {a}: {_list(moved)} ({thresholds})."]
+    if verdict == verdicts.IMPROVEMENT:
+        return [f"{b} needs less host memory than {a}: {_list(moved)} ({thresholds})."]
+    lead = [c for c in gated if c["figure"] in LEAD] or gated[:1]
+    if verdict in (verdicts.PASS, verdicts.SAME):
+        shown = "; ".join(f"{words(c['figure'])} {_part(c['slope'])}, {_part(c['fixed'])}" for c in lead)
+        return [f"{b} changes neither the per-parameter nor the fixed cost of any gated figure against {a}: "
+                f"{shown} ({thresholds})."]
+    reason = r["problems"][0] if r["problems"] else next(
+        (f"{words(c['figure'])} {c[p]['reason']}" for c in gated for p in ("slope", "fixed")
+         if c[p]["verdict"] not in (verdicts.SAME, *verdicts.MOVED)), "no gated figure in both sweeps")
+    return [f"Undecided whether {b} changes host memory against {a}: {reason}."]
+
+
+def limits(data: dict[str, Any]) -> list[str]:
+    """gate --limits: does every finished repeat stay under each ceiling?"""
+    checks, verdict = data["checks"], data["verdict"]
+    if verdict == verdicts.REGRESSION:
+        over = [c for c in checks if c["verdict"] == verdicts.REGRESSION]
+        return [f"{data['side']} breaks its ceilings: " + _list(
+            [f"{words(c['metric'])} {max(c['values']):.2f} B/param against a ceiling of {c['limit']:.2f}"
+             for c in over]) + " (every repeat above it)."]
+    if verdict == verdicts.PASS:
+        return [f"{data['side']} stays under every ceiling of {data['limits']}: " + _list(
+            [f"{words(c['metric'])} at most {max(c['values']):.2f} of {c['limit']:.2f} B/param" for c in checks])
+            + "."]
+    why = data["problems"][0] if data["problems"] else next(
+        (f"{words(c['metric'])}: {c['reason']}" for c in checks if c["verdict"] == verdicts.UNDECIDED), "")
+    return [f"Undecided whether {data['side']} stays under the ceilings of {data['limits']}: {why}."]
+
+
+def campaign(kind: str, data: dict[str, Any]) -> list[str]:
+    """show MATRIX|PLAN: in how many configurations does the patch change the gated figure, and by how much."""
+    cells = data["cells"]
+    done = [c for c in cells if c["status"] == "done"]
+    head = f"The {kind} has {len(cells)} cells, {len(done)} done" + (
+        f", {len(data['failed'])} failed" if data.get("failed") else "")
+    effects = [(c, c["effects"][m]) for c in done for m in ("budget.rss_after_trim_above_baseline",)
+               if m in (c.get("effects") or {})]
+    if not effects:
+        return [head + "; no patched cell has a finished baseline beside it yet."]
+    moved = [(c, e) for c, e in effects if e["verdict"] in verdicts.MOVED]
+    deltas = [e["delta"] for _c, e in effects]
+    out = [head + f"; the patch changes RSS after a final trim in {len(moved)} of the {len(effects)} configurations "
+           f"where it was measured against its baseline (changes from {min(deltas):+.2f} to {max(deltas):+.2f} "
+           "B/param)."]
+    if moved:
+        out.append("Moved: " + _list([f"{_cell(c)} {e['delta']:+.2f} B/param ({e['verdict']})" for c, e in moved])
+                   + ".")
+    return out
+
+
+def _cell(c: dict[str, Any]) -> str:
+    if "axis" in c:  # a plan's cell
+        return f"{c['axis']}={c['value']} [{c['patch']}]"
+    return f"torch {c.get('torch') or '?'} deepspeed {c.get('deepspeed') or '?'} {c.get('allocator')} [{c['patch']}]"
+
+
+def bisect(data: dict[str, Any]) -> list[str]:
+    """bisect: which version, component or commit moved the figure, and by how much."""
+    metric, status = words(data["metric"]), data.get("status")
+    comparison = data.get("comparison") or {}
+    c = next((c for group in (comparison.get("comparisons") or {}).values() for c in group
+              if c["metric"] == data["metric"]), None)
+    moved = f" ({c['mean_a']:.2f} → {c['mean_b']:.2f} B/param, {c['delta']:+.2f})" if c else ""
+    mode = data.get("mode")
+    if status == "found" and mode == "versions":
+        return [f"{data['axis']} {data['first_moved']} is the first version that moves {metric}{moved}; "
+                f"{data['axis']} {data['last_same']} is the last that does not."]
+    if status == "found" and mode == "components":
+        return [f"{' + '.join(data['minimal'])} is what moves {metric}{moved}, of {', '.join(data['components'])}."]
+    if status == "found" and mode == "commits":
+        return [f"Commit {data['culprit'][:10]} is the first that moves {metric}{moved}."]
+    if status == "unchanged":
+        return [f"Nothing tried moves {metric} by {data['threshold']} B/param or more against {data['reference']}."]
+    return [f"Undecided: {data['lines'][-1] if data.get('lines') else 'the search did not finish'}."]

@@ -112,6 +112,14 @@ def smallest_p(n_a: int, n_b: int) -> float:
     return 1 / comb(n_a + n_b, n_a)
 
 
+def least_repeats(alpha: float) -> int:
+    """The fewest repeats a side (n vs n) whose exact permutation test can reach p <= alpha."""
+    n = 1
+    while smallest_p(n, n) > alpha:
+        n += 1
+    return n
+
+
 def _p(a: list[float], b: list[float], alternative: str) -> float:
     if np.allclose(a + b, a[0]):
         return 1.0  # all identical: no evidence of any difference

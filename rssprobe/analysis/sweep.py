@@ -18,8 +18,8 @@ from ..errors import UserError
 from ..store import campaign
 from ..store.layout import SCALE_INDEX
 from ..store.rundir import GroupDir, RunDir
+from . import answers, metrics, stats
 from . import fit as fitting
-from . import metrics, stats
 from .metrics import GATED
 from .summary import Summary
 
@@ -109,9 +109,10 @@ class Sweep:
         return [r for _p, g in self.scale.groups() if GroupDir.is_group(g) for r in GroupDir(g).runs()]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"scale": str(self.scale.path), **self.info, "sizes_run": self.sizes, "problems": self.problems,
-                "other_shards": self.other_shards, "runs_in_fit": len(self.points),
-                "fit": [fit_row(f) for f in self.fits()]}
+        out = {"scale": str(self.scale.path), **self.info, "sizes_run": self.sizes, "problems": self.problems,
+               "other_shards": self.other_shards, "runs_in_fit": len(self.points),
+               "fit": [fit_row(f) for f in self.fits()]}
+        return {"answer": answers.sweep(out), **out}
 
 
 def fit_row(f: fitting.Fit) -> dict[str, Any]:
@@ -140,11 +141,12 @@ class Comparison:
                                 bool(self.problems))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"a": self.a.as_dict(), "b": self.b.as_dict(), "verdict": self.verdict(), "problems": self.problems,
-                "gated": list(self.gated), "slope_threshold_bytes_per_param": self.slope_threshold,
-                "fixed_threshold_bytes": self.fixed_threshold, "level": fitting.LEVEL,
-                "comparisons": [{"figure": s.figure, "gated": self.is_gated(s.figure), "slope": s.as_dict(),
-                                 "fixed": f.as_dict()} for s, f in self.deltas]}
+        out = {"a": self.a.as_dict(), "b": self.b.as_dict(), "verdict": self.verdict(), "problems": self.problems,
+               "gated": list(self.gated), "slope_threshold_bytes_per_param": self.slope_threshold,
+               "fixed_threshold_bytes": self.fixed_threshold, "level": fitting.LEVEL,
+               "comparisons": [{"figure": s.figure, "gated": self.is_gated(s.figure), "slope": s.as_dict(),
+                                "fixed": f.as_dict()} for s, f in self.deltas]}
+        return {"answer": answers.sweep_comparison(out), **out}
 
 
 def compare(a_ref: str, b_ref: str, gated: tuple[str, ...] = GATED, slope_threshold: float = stats.THRESHOLD,

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analysis import metrics, stats
+from ..analysis import answers, metrics, stats
 from ..analysis.compare import Side
 from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
@@ -115,8 +115,9 @@ def table(directory: Path) -> dict[str, Any]:
     """The matrix's table: every cell's state, versions, figures and effects."""
     c = Campaign.read(directory, "matrix")
     data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"]))
-    return {"matrix": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
-            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
+    out = {"matrix": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
+           "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
+    return {"answer": answers.campaign("matrix", out), **out}
 
 
 # ---- running it ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
-from ..analysis import metrics
+from ..analysis import answers, metrics
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
 from ..contract import EXIT_INTERRUPTED
@@ -153,5 +153,6 @@ def table(directory: Path) -> dict[str, Any]:
     """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
     c = Campaign.read(directory, "plan")
     data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"], e["ranks"]))
-    return {"directory": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
-            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
+    out = {"directory": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
+           "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
+    return {"answer": answers.campaign("plan", out), **out}

@@ -28,7 +28,10 @@ from .common_args import format_option, malloc_env_option
 @click.option("--candidate", help="Candidate run or group.")
 @click.option("--run", "do_run", is_flag=True, help="Run SCENARIO baseline (reference) and candidate groups.")
 @click.option("--limits", type=click.Path(path_type=Path), help="TOML of ceilings: [limits] 'steady.rss' = 30.0")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Runs per side with --run.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1),
+              help="Runs per side with --run (3 is the least that can be significant at alpha 0.05).")
+@click.option("--allow-undecided", is_flag=True,
+              help="Run even when --repeat cannot reach significance at --alpha (the verdict can only be undecided).")
 @click.option("--patched", is_flag=True, help="Candidate applies the scenario's patch set (default with --run).")
 @click.option("--patch", "patches", multiple=True, metavar="NAME", help="Candidate applies these interventions.")
 @click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
@@ -49,7 +52,7 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
             patches: tuple[str, ...], patch_files: tuple[Path, ...], overrides: tuple[str, ...],
             malloc_env: tuple[str, ...], metrics: tuple[str, ...], threshold: float, alpha: float,
             junit_file: Path | None, fmt: str, force: bool, allow_different_scripts: bool,
-            torch_alloc_conf: str | None) -> None:
+            torch_alloc_conf: str | None, allow_undecided: bool) -> None:
     """Decide pass / regression / undecided; exit 0 / 1 / 125 (SCENARIO may be --script PATH -- ARGS)."""
     scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
@@ -60,6 +63,6 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
         sets=[*script_sets, *overrides, *common_args.alloc_conf_sets(torch_alloc_conf)],
         malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
         threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
-        allow_different_scripts=allow_different_scripts))
+        allow_different_scripts=allow_different_scripts, allow_undecided=allow_undecided))
     published.show(result.kind, result.data, result.cases, fmt, junit_file)
     sys.exit(result.exit_code)

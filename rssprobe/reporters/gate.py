@@ -48,8 +48,8 @@ def _limits(data: dict[str, Any], fmt: str) -> None:
     lines = [f"gate {data['side']} against {data['limits']}: verdict {data['verdict'].upper()}",
              *[f"WARNING: {p}" for p in data["problems"]]]
     emit(fmt, {k: v for k, v in data.items() if k not in ("side", "limits")}, lines, [table],
-         alarm=verdicts.exit_code(data["verdict"]) != 0)
-    publish(markdown.render(lines, [table]))
+         alarm=verdicts.exit_code(data["verdict"]) != 0, answer=data["answer"])
+    publish(markdown.render(lines, [table], data["answer"]))
 
 
 def show(kind: str, data: dict[str, Any], cases: list[tuple[str, str, str]], fmt: str,
@@ -58,7 +58,7 @@ def show(kind: str, data: dict[str, Any], cases: list[tuple[str, str, str]], fmt
     if kind == "limits":
         _limits(data, fmt)
     elif kind == "sweeps":
-        publish(markdown.render(*scale_comparison(data, fmt)))
+        publish(markdown.render(*scale_comparison(data, fmt), data["answer"]))
     else:
         comparison(data, fmt, show_all=show_all)
         publish(comparison_markdown(data))

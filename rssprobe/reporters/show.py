@@ -47,7 +47,7 @@ def group(data: dict[str, Any], fmt: str) -> None:
 def scale(data: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
     """A size sweep: the fit of every figure over its sizes."""
     tables = [scaleviews.fit_table(data, all_sites or fmt in ("csv", "json")), scaleviews.sizes_table(data)]
-    emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]))
+    emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]), answer=data["answer"])
 
 
 def _effect(c: dict[str, Any] | None) -> str:
@@ -82,7 +82,8 @@ def matrix(data: dict[str, Any], fmt: str) -> None:
                   columns, rows, note="columns: " + ", ".join(f"{label} = {k}" for k, label in figures.items())
                   + "; effect = patched minus baseline of the same versions and allocator, with the verdict when "
                   "it is not 'same'")
-    emit(fmt, data, _campaign_lines("matrix", data["matrix"], data), [table], alarm=bool(data["failed"]))
+    emit(fmt, data, _campaign_lines("matrix", data["matrix"], data), [table], alarm=bool(data["failed"]),
+         answer=data["answer"])
 
 
 def plan(data: dict[str, Any], fmt: str) -> None:
@@ -95,7 +96,8 @@ def plan(data: dict[str, Any], fmt: str) -> None:
     table = Table(f"Plan {name} (bytes per parameter above the pre-model baseline; mean of the finished runs)",
                   ["axis", "value", "patch", "runs ok", *figures.values(),
                    *[f"effect: {figures[k]}" for k in effects]], rows)
-    emit(fmt, data, _campaign_lines("plan", data["directory"], data), [table], alarm=bool(data["failed"]))
+    emit(fmt, data, _campaign_lines("plan", data["directory"], data), [table], alarm=bool(data["failed"]),
+         answer=data["answer"])
 
 
 def _owner(c: dict[str, Any], data: dict[str, Any]) -> str:
@@ -144,7 +146,7 @@ def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) 
     """Two size sweeps: slope and fixed part of every figure, each with its own verdict; (lines, tables) shown."""
     lines = [*scaleviews.diff_header_lines(result), scaleviews.verdict_line(result)]
     tables = [scaleviews.diff_table(result, all_sites or fmt in ("json", "csv"))]
-    emit(fmt, result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0)
+    emit(fmt, result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"])
     return lines, tables
 
 
@@ -192,7 +194,8 @@ def bisect(data: dict[str, Any], fmt: str) -> None:
     if data.get("comparison"):
         tables += diffviews.tables(data["comparison"])
     lines = [*data["lines"], *[f"WARNING: {w}" for w in data["warnings"]], f"runs under {data['root']}"]
-    emit(fmt, data, lines, tables, alarm=data.get("status") != "unchanged")
+    emit(fmt, data, lines, tables, alarm=data.get("status") != "unchanged",
+         answer=data.get("answer") or [])
 
 
 def merged(data: dict[str, Any], fmt: str) -> None:

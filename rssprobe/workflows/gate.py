@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import verdicts
-from ..analysis import metrics, stats, sweep
+from ..analysis import answers, metrics, stats, sweep
 from ..analysis.compare import Side, check_limits, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..config import overlay, patchsets, scenario
@@ -43,6 +43,7 @@ class GateRequest:
     junit_file: Path | None = None
     force: bool = False
     allow_different_scripts: bool = False
+    allow_undecided: bool = False  # run even when the repeat count can never reach significance at alpha
 
 
 @dataclass
@@ -91,6 +92,7 @@ def _against_limits(g: GateRequest, sets: list[str]) -> GateResult:
     verdict, checks, problems = check_limits(side, ceilings)
     data = {"verdict": verdict, "problems": problems, "checks": [c.as_dict() for c in checks], "side": side.name,
             "limits": str(g.limits)}
+    data = {"answer": answers.limits(data), **data}
     return GateResult("limits", verdict, data, [(c.metric, c.verdict, c.reason) for c in checks])
 
 
@@ -148,9 +150,21 @@ def check_writable(path: Path, flag: str) -> None:
         raise UserError(f"{flag} {path}: {parent} is not writable")
 
 
+def check_decidable(repeat: int, alpha: float) -> None:
+    """A gate that runs N vs N repeats whose exact permutation test can never reach p <= alpha can only say
+    "undecided" (exit 125): refused before any run, with the repeat count that can decide."""
+    if stats.smallest_p(repeat, repeat) > alpha:
+        need = stats.least_repeats(alpha)
+        raise UserError(f"gate --repeat {repeat}: {repeat} vs {repeat} runs can never be significant at alpha {alpha} "
+                        f"(the smallest p of the exact permutation test is {stats.smallest_p(repeat, repeat):.3f}); "
+                        f"use --repeat {need} or more, or --allow-undecided to run anyway")
+
+
 def gate(g: GateRequest) -> GateResult:
     """Decide pass / regression / undecided."""
     if g.junit_file is not None:
         check_writable(g.junit_file, "--junit")
+    if g.run and g.limits is None and not g.allow_undecided:
+        check_decidable(g.repeat, g.alpha)
     sets = [*g.sets, groups.TRIM_AT_END]
     return _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import verdicts
-from ...analysis import metrics, stats
+from ...analysis import answers, metrics, stats
 from ...analysis.compare import Side, compare
 from ...analysis.summary import summarise
 from ...config import scenario
@@ -152,5 +152,6 @@ class Runner:
         data = {**data, "metric": self.metric, "direction": self.direction, "malloc_env": self.malloc_env,
                 "warnings": self.warnings, "lines": lines, "reference": reference, "threshold": self.threshold,
                 "alpha": self.alpha, "root": str(self.root)}
+        data = {"answer": answers.bisect(data), **data}
         write_json_atomic(self.root / layout.BISECT_RESULT, data)
         return Outcome("bisect", data)
