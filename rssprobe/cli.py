@@ -59,4 +59,13 @@ class Group(click.Group):
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rssprobe")
 def main() -> None:
-    """Memory forensics for DeepSpeed ZeRO-2 with the optimizer offloaded to the CPU."""
+    """Host memory of DeepSpeed ZeRO training (stages 1-3, optimizer and parameters offloaded to the CPU), per
+    parameter: how much a run holds and who owns it, whether a change moves it (diff, gate), how much a run
+    nobody has made will need (estimate), and which release or commit changed it (bisect).
+
+    \b
+    Start with:
+      rssprobe run --baseline --repeat 3 --trim-at-end --out runs/base
+      rssprobe run --patched --repeat 3 --trim-at-end --out runs/pr8132
+      rssprobe diff runs/base runs/pr8132
+    """

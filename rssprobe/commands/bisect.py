@@ -21,7 +21,10 @@ from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, python_options, scenario_sets
 
 
-@click.command("bisect")
+@click.command("bisect", epilog=common_args.examples(
+    "rssprobe bisect default --deepspeed 0.16.5,0.16.9,0.17.0,0.18.2 --metric role.h2d_staging",
+    "rssprobe bisect default --components pr8132 --metric first_step.rss --repeat 5",
+    "rssprobe bisect default --deepspeed-src ~/DeepSpeed --good v0.18.0 --bad HEAD"))
 @common_args.script_options
 @click.option("--deepspeed", "ds_list", metavar="V,V,...", help="Ordered DeepSpeed versions to search.")
 @click.option("--torch", "torch_list", metavar="V[,V...]", help="Ordered torch versions, or the one torch to use.")
@@ -32,11 +35,12 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--limits", type=click.Path(path_type=Path, dir_okay=False), help="With --deepspeed-src: ceilings TOML.")
 @click.option("--limit", type=common_args.FiniteRange(min=0),
               help="With --deepspeed-src: a ceiling for --metric (B/param).")
-@click.option("--metric", default=DEFAULT_METRIC, show_default=True, help="The figure (a name from Summary.metrics).")
+@click.option("--metric", default=DEFAULT_METRIC, show_default=True,
+              help="The one figure the search follows (a name from `show --format json`, 'metrics').")
 @click.option("--direction", type=click.Choice(["up", "down", "auto"]), default="up", show_default=True,
               help="Versions: which way is bad (auto: the way the last version moved; it is probed first). "
                    "Components: always the way the full set moved.")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Runs per probe and round.")
+@common_args.repeat_option(3, "per probe and round")
 @click.option("--retries", default=3, show_default=True, type=click.IntRange(0),
               help="Extra rounds for an undecided probe before it is skipped.")
 @common_args.threshold_option()

@@ -11,9 +11,11 @@ from ..reporters import show
 from ..run import launch
 from ..run.group import exit_code
 from ..workflows import inspect
+from . import common_args
 
 
-@click.command("collect")
+@click.command("collect", epilog=common_args.examples(
+    "rssprobe collect /shared/rssprobe/run1"))
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def command(run_dir: Path) -> None:
     """Read every rank's events in RUN_DIR, write its tables and final status, show the summary."""

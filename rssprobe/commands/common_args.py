@@ -15,12 +15,18 @@ from typing import Any
 import click
 
 from ..analysis import stats
+from ..config.allocators import ALLOCATORS
 from ..config.script import args_set
 from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
 
 F = Callable[..., Any]
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: its examples, kept line by line by click (the \\b marker)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class FiniteRange(click.FloatRange):
@@ -39,12 +45,20 @@ THRESHOLD = FiniteRange(min=0)
 ALPHA = FiniteRange(min=0, max=1, min_open=True, max_open=True)
 
 
-def threshold_option(help: str | None = None) -> Callable[[F], F]:
+def threshold_option(help: str = "Smallest change that counts, in bytes per parameter.") -> Callable[[F], F]:
     return click.option("--threshold", default=stats.THRESHOLD, show_default=True, type=THRESHOLD, help=help)
 
 
-def alpha_option(help: str | None = None) -> Callable[[F], F]:
+def alpha_option(help: str = "Significance level of the one-sided exact permutation test between the repeats."
+                 ) -> Callable[[F], F]:
     return click.option("--alpha", default=stats.ALPHA, show_default=True, type=ALPHA, help=help)
+
+
+def allocator_option(f: F) -> F:
+    """--allocator NAME: the malloc a worker runs with (config/allocators.py owns the names)."""
+    return click.option("--allocator", default="glibc", show_default=True, type=click.Choice(list(ALLOCATORS)),
+                        help="The worker's malloc: glibc, or jemalloc / tcmalloc preloaded (Debian's "
+                             + " / ".join(pkg for pkg, _lib in filter(None, ALLOCATORS.values())) + ").")(f)
 
 
 def python_options(f: F) -> F:
@@ -62,7 +76,9 @@ def pip_flags(f: F) -> F:
 
 
 def format_option(choices: list[str] | None = None) -> Callable[[F], F]:
-    return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default="terminal")
+    return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default="terminal",
+                        show_default=True, help="Output format: the same answer and figures in each (markdown: "
+                        "ready to paste into a GitHub review; json: every figure, for scripts).")
 
 
 STEADY_HELP = ("glibc knob for every run (default " + " ".join(f"{k}={v}" for k, v in STEADY_MALLOC_ENV.items())
@@ -73,8 +89,13 @@ def malloc_env_option(help: str = "glibc knob, e.g. MALLOC_ARENA_MAX=2 (repeatab
     return click.option("--malloc-env", multiple=True, metavar="NAME=VALUE", help=help)
 
 
+def set_option(f: F) -> F:
+    return click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                        help="Override a scenario field, e.g. --set zero.stage=3 (repeatable; a TOML value).")(f)
+
+
 def scenario_sets(f: F) -> F:
-    f = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")(f)
+    f = set_option(f)
     return click.option("--steps", type=int, help="Shortcut for --set steps=N.")(f)
 
 
@@ -100,6 +121,21 @@ def all_option(f: F) -> F:
     """--all: every table, not only the answer and the key figures (markdown folds them instead)."""
     return click.option("--all", "show_all", is_flag=True,
                         help="Show every table (by default: the answer, the key figures and what differs).")(f)
+
+
+def repeat_option(default: int, each: str) -> Callable[[F], F]:
+    """--repeat N: fresh worker processes of each configuration a command runs, the same meaning everywhere;
+    `each` says what a configuration is for this command."""
+    return click.option("--repeat", default=default, show_default=True, type=click.IntRange(1),
+                        help=f"Fresh worker processes of each configuration ({each}); 3 vs 3 is the least that can "
+                             "be significant at alpha 0.05.")
+
+
+def patch_option(who: str = "Apply") -> Callable[[F], F]:
+    """--patch NAME[:OPTIONS]: an intervention or a set, applied together with the others given."""
+    return click.option("--patch", "patches", multiple=True, metavar="NAME",
+                        help=f"{who} an intervention or a set, e.g. pr8132 (repeatable: all are applied together; "
+                             "`rssprobe patches` lists them).")
 
 
 def fresh_option(f: F) -> F:
@@ -146,14 +182,13 @@ def configuration_options(f: F) -> F:
                      help="Ranks on this machine (torchrun); shortcut for --set world_size=N."),
         click.option("--baseline", is_flag=True, help="Apply no patch (the default)."),
         click.option("--patched", is_flag=True, help="Apply the scenario's declared patch set (default pr8132)."),
-        click.option("--patch", "patches", multiple=True, metavar="NAME", help="Apply an intervention (repeatable)."),
+        patch_option(),
         click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
                      help="Unified diff against the installed deepspeed/torch, applied to an overlay (repeatable)."),
-        click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"])),
+        allocator_option,
         malloc_env_option(),
         click.option("--label", help="Name the run (default: baseline, patched or the patch names)."),
-        click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
-                     help="N fresh worker processes of the same configuration, stored as one run group."),
+        repeat_option(1, "stored as one run group"),
     ]):
         f = option(f)
     return python_options(scenario_sets(alloc_conf_option(f)))

@@ -14,11 +14,13 @@ from . import common_args
 from .common_args import alpha_option, format_option, threshold_option
 
 
-@click.command("diff")
+@click.command("diff", epilog=common_args.examples(
+    "rssprobe diff runs/base runs/pr8132",
+    "rssprobe diff runs/base runs/pr8132 --format markdown > review.md"))
 @click.argument("a_ref", metavar="A")
 @click.argument("b_ref", metavar="B")
-@threshold_option("Smallest change that matters, bytes per parameter.")
-@alpha_option("Significance level.")
+@threshold_option()
+@alpha_option()
 @format_option()
 @common_args.all_option
 @click.option("--all-sites", is_flag=True, help="Every site figure, also those below the threshold.")

@@ -7,9 +7,11 @@ import click
 from ..reporters import terminal, views
 from ..run import host
 from ..workflows import doctor
+from . import common_args
 
 
-@click.command("doctor")
+@click.command("doctor", epilog=common_args.examples(
+    "rssprobe doctor"))
 def command() -> None:
     """Check which probes work here."""
     table = views.Table("What this machine can measure", ["probe", "available", "detail"],

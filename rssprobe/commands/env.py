@@ -8,10 +8,14 @@ from ..log import say
 from ..reporters import views
 from ..reporters.output import emit
 from ..run import envs
+from . import common_args
 from .common_args import format_option, pip_flags
 
 
-@click.group("env")
+@click.group("env", epilog=common_args.examples(
+    "rssprobe env create torch==2.14.1 deepspeed==0.18.2",
+    "rssprobe env list",
+    "rssprobe env rm NAME"))
 def command() -> None:
     """Isolated environments (torch + DeepSpeed) for runs on other versions."""
 

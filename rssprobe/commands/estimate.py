@@ -12,28 +12,31 @@ from ..workflows import estimate
 from . import common_args
 
 
-@click.command("estimate")
+@click.command("estimate", epilog=common_args.examples(
+    "rssprobe estimate issue7693-cpu --params 1.3e9 --ranks-per-node 8",
+    "rssprobe estimate tiny --calibrate --ranks-per-node 2"))
 @click.argument("scenario_ref", metavar="SCENARIO")
 @common_args.scenario_sets
 @click.option("--params", type=common_args.FiniteRange(min=0, min_open=True), metavar="N",
               help="Target parameter count (sets model.params; default: the scenario's own size).")
 @click.option("--ranks-per-node", type=click.IntRange(min=1), metavar="R", help="Ranks (GPUs) on one node.")
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, metavar="K")
-@click.option("--accelerator", type=click.Choice(estimate.ACCELERATORS), default="cpu", show_default=True)
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
+              help="Nodes of --ranks-per-node ranks each (the node's figures are per node).")
+@click.option("--accelerator", type=click.Choice(estimate.ACCELERATORS), default="cpu", show_default=True,
+              help="Where the model runs: cpu (every buffer in host RAM) or cuda (pinned slack predicted).")
 @click.option("--calibration", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="A scale directory to calibrate from instead of this machine's cached one (--accelerator cuda: "
                    "one measured on a GPU).")
 @click.option("--calibrate", is_flag=True, help="Calibrate now if this machine's calibration is not cached (as the "
               "first estimate does); without --ranks-per-node the estimate is for one rank.")
 @common_args.fresh_option
-@click.option("--allocator", default="glibc", type=click.Choice(["glibc", "jemalloc", "tcmalloc"]))
+@common_args.allocator_option
 @common_args.malloc_env_option()
-@click.option("--patch", "patches", multiple=True, metavar="NAME",
-              help="An intervention (repeatable); pin.register: pinned buffers at their own size (CUDA).")
+@common_args.patch_option("Estimate with")
 @click.option("--torch-alloc-conf", "torch_alloc_conf", metavar="KEY:VALUE,...",
               help="PYTORCH_CUDA_ALLOC_CONF the CUDA run would have, e.g. pinned_max_round_threshold_mb:1 (the pinned "
                    "slack is predicted under it, for the calibration's torch).")
-@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1), help="Calibration runs per size.")
+@common_args.repeat_option(1, "per calibration size")
 @click.option("--calibration-ranks", default=1, show_default=True, type=click.IntRange(1),
               help="Ranks of each calibration run (2: a multi-rank process's own costs, e.g. ZeRO-3's gathers).")
 @click.option("--calibration-steps", default=estimate.CALIBRATION_STEPS, show_default=True, type=click.IntRange(2),

@@ -21,22 +21,24 @@ from . import common_args
 from .common_args import format_option, malloc_env_option
 
 
-@click.command("gate")
+@click.command("gate", epilog=common_args.examples(
+    "rssprobe gate default --run --repeat 3 --patch-file pr.diff --junit gate.xml",
+    "rssprobe gate --reference runs/base --candidate runs/pr8132",
+    "rssprobe gate default --limits docs/limits-example.toml"))
 @common_args.script_options
 @click.option("--scenario", "scenario_opt", metavar="SCENARIO", help="Same as the SCENARIO argument.")
 @click.option("--reference", help="Reference run or group (path, id, 'latest').")
 @click.option("--candidate", help="Candidate run or group.")
 @click.option("--run", "do_run", is_flag=True, help="Run SCENARIO baseline (reference) and candidate groups.")
 @click.option("--limits", type=click.Path(path_type=Path), help="TOML of ceilings: [limits] 'steady.rss' = 30.0")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1),
-              help="Runs per side with --run (3 is the least that can be significant at alpha 0.05).")
+@common_args.repeat_option(3, "per side with --run")
 @click.option("--allow-undecided", is_flag=True,
               help="Run even when --repeat cannot reach significance at --alpha (the verdict can only be undecided).")
 @click.option("--patched", is_flag=True, help="Candidate applies the scenario's patch set (default with --run).")
-@click.option("--patch", "patches", multiple=True, metavar="NAME", help="Candidate applies these interventions.")
+@common_args.patch_option("The candidate applies")
 @click.option("--patch-file", "patch_files", multiple=True, type=click.Path(path_type=Path),
               help="Candidate applies this unified diff in an overlay (repeatable).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field.")
+@common_args.set_option
 @malloc_env_option("glibc knob for the runs gate starts.")
 @common_args.alloc_conf_option
 @click.option("--metric", "metrics", multiple=True, metavar="PATTERN",

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..campaign import matrix, plan
+from ..config.allocators import ALLOCATORS
 from ..config.plan import load
 from ..contract import STEADY_MALLOC_ENV
 from ..reporters import show
@@ -17,7 +18,9 @@ from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, scenario_sets
 
 
-@click.command("matrix")
+@click.command("matrix", epilog=common_args.examples(
+    "rssprobe matrix default --deepspeed 0.18.2,0.19.8 --patch baseline,pr8132 --repeat 3",
+    "rssprobe matrix --plan reports/issue7693/plan.toml --shard 1/4 --out shard-1"))
 @common_args.script_options
 @click.option("--plan", "plan_file", type=click.Path(path_type=Path),
               help="A run plan (TOML): a base and axes varied one at a time from it (instead of SCENARIO).")
@@ -29,16 +32,19 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @click.option("--deepspeed", "ds_versions", multiple=True, metavar="V[,V...]",
               help="DeepSpeed versions, or source paths PATH[@REV] (default: the worker Python's own).")
 @click.option("--patch", "patches", multiple=True, metavar="P[,P...]",
-              help="baseline, patched, an intervention or set, or a+b (default: baseline).")
-@click.option("--allocator", "allocators", multiple=True, metavar="A[,A...]", help="glibc, jemalloc, tcmalloc.")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Runs per cell.")
+              help="The patch axis: each value is one cell's patches (baseline, patched, an intervention or set, "
+                   "or a+b for two at once; default: baseline).")
+@click.option("--allocator", "allocators", multiple=True, metavar="A[,A...]",
+              help=f"The allocator axis: {', '.join(ALLOCATORS)} (default: glibc).")
+@common_args.repeat_option(3, "per cell")
 @scenario_sets
 @common_args.alloc_conf_option
 @click.option("--out", type=click.Path(path_type=Path), help="Matrix directory (default reports/matrix/<name>).")
 @click.option("--dry-run", is_flag=True, help="List the cells and what is already done; run nothing.")
 @click.option("--retry-failed", is_flag=True, help="Run again the cells in which a run failed.")
 @fresh_option
-@click.option("--python", metavar="PATH", help="One worker Python for every cell (instead of --torch/--deepspeed).")
+@click.option("--python", metavar="PATH", help="The worker's Python (must have torch and deepspeed installed): one "
+              "for every cell, instead of --torch/--deepspeed.")
 @common_args.shard_option
 @malloc_env_option(common_args.STEADY_HELP)
 @pip_flags

@@ -8,10 +8,12 @@ import click
 
 from ..campaign import merge as merging
 from ..reporters import show
+from . import common_args
 from .common_args import format_option
 
 
-@click.command("merge")
+@click.command("merge", epilog=common_args.examples(
+    "rssprobe merge shard-1 shard-2 shard-3 shard-4 --out campaign"))
 @click.argument("shards", metavar="DIR...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="A new directory for the whole campaign.")
 @format_option()

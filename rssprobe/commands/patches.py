@@ -5,10 +5,13 @@ from __future__ import annotations
 import click
 
 from ..contract import INTERVENTIONS, SETS
+from . import common_args
 
 
-@click.command("patches")
-@click.option("--all", "show_all", is_flag=True, help="Include test-only interventions.")
+@click.command("patches", epilog=common_args.examples(
+    "rssprobe patches",
+    "rssprobe patches --all"))
+@click.option("--all", "show_all", is_flag=True, help="Show every intervention, the test-only ones too.")
 def command(show_all: bool) -> None:
     """List interventions (--patch NAME) and patch sets, one line each."""
     for name, members in SETS.items():

@@ -8,6 +8,7 @@ import click
 
 from ..reporters import report as page
 from ..workflows import report
+from . import common_args
 
 
 def write_report(refs: list[str], out: Path | None = None, html_file: Path | None = None,
@@ -16,7 +17,9 @@ def write_report(refs: list[str], out: Path | None = None, html_file: Path | Non
     return page.write(report.collect(refs, out, html_file), all_sites)
 
 
-@click.command("report")
+@click.command("report", epilog=common_args.examples(
+    "rssprobe report runs/base runs/pr8132 --out report/",
+    "rssprobe report reports/scale/DIR"))
 @click.argument("run_refs", metavar="RUN...", nargs=-1)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Also write the PNG charts and report.md here (and report.html unless --html says otherwise).")

@@ -13,7 +13,11 @@ from ..workflows import run
 from . import common_args
 
 
-@click.command("run")
+@click.command("run", epilog=common_args.examples(
+    "rssprobe run --baseline --repeat 3 --trim-at-end --out runs/base",
+    "rssprobe run --patched --repeat 3 --trim-at-end --out runs/pr8132",
+    "rssprobe run --script train.py --steps 4 -- --deepspeed_config ds.json",
+    "rssprobe run llama-small --world-size 2"))
 @common_args.script_options
 @common_args.configuration_options
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory (default reports/runs/<time>-...).")

@@ -14,7 +14,9 @@ from ..run.group import TRIM_AT_END, Start
 from . import common_args
 
 
-@click.command("scale")
+@click.command("scale", epilog=common_args.examples(
+    "rssprobe scale default --params 4e6,16e6,64e6 --repeat 2",
+    "rssprobe scale tiny --params 1e6,4e6 --patched"))
 @click.argument("scenario_ref", metavar="SCENARIO")
 @click.option("--params", "params_text", required=True, metavar="N,N[,N...]",
               help="Model sizes in parameters, e.g. 4e6,16e6,64e6 (sets model.params; at least 2 distinct).")

@@ -6,10 +6,14 @@ import click
 
 from ..reporters import show
 from ..workflows import inspect
+from . import common_args
 from .common_args import all_option, format_option
 
 
-@click.command("show")
+@click.command("show", epilog=common_args.examples(
+    "rssprobe show latest",
+    "rssprobe show runs/base --format markdown",
+    "rssprobe show reports/scale/DIR --all"))
 @click.argument("ref", metavar="RUN", default="latest")
 @format_option()
 @click.option("--all-sites", is_flag=True, help="Every site row, also those with all figures near zero.")
