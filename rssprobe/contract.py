@@ -390,7 +390,8 @@ def option_values(spec: str) -> dict[str, Any]:
 # first event of a file. Numbers typed float accept ints (JSON has one number type).
 
 Mallinfo = dict[str, int]  # mallinfo2's fields (arena, hblkhd, uordblks, fordblks, keepcost)
-Sites = dict[str, dict[str, Any]]  # site path -> calls, retained, retained_excl, peak_above_entry, inuse, free
+# site path -> calls, retained, retained_excl, peak_above_entry, inuse, free, mmapped (of inuse: glibc's mmapped chunks)
+Sites = dict[str, dict[str, Any]]
 
 
 class Event(TypedDict):

@@ -220,6 +220,10 @@ class Summary:
                     "peak_bytes_per_param": self.bpp(max(g.get("peak_above_entry", 0) for g in got)),
                     "glibc_in_use_bytes_per_param": self.bpp(avg("inuse")),
                     "glibc_free_bytes_per_param": self.bpp(avg("free")),
+                    # of the in-use bytes, glibc's mmapped chunks (mapped whole, touched or not); runs before
+                    # the split was recorded: None
+                    "glibc_mmapped_bytes_per_param": self.bpp(avg("mmapped"))
+                    if all("mmapped" in g for g in got) else None,
                 })
         rows.sort(key=lambda r: (SITE_PHASES.index(r["phase"]), -abs(r["retained_bytes_per_param"] or 0)))
         return rows

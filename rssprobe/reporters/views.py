@@ -138,9 +138,14 @@ def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
     rows = s["sites"] if all_rows else [r for r in s["sites"] if not _quiet(r)]
     for r in rows:
         t.rows.append([r["name"], r["phase"], f"{r['calls']:g}", bpp(r["retained_bytes_per_param"], True),
-                       bpp(r["exclusive_bytes_per_param"], True), bpp(r["peak_bytes_per_param"]),
-                       bpp(r["glibc_in_use_bytes_per_param"], True), bpp(r["glibc_free_bytes_per_param"], True)])
+                       bpp(r["exclusive_bytes_per_param"], True), bpp(r["peak_bytes_per_param"]), _in_use(r),
+                       bpp(r["glibc_free_bytes_per_param"], True)])
     notes = []
+    if any(abs(r.get("glibc_mmapped_bytes_per_param") or 0) >= 0.005 for r in rows):
+        notes.append("glibc in use: heap chunks, then (in brackets) mmapped chunks, which glibc maps whole for a "
+                     "large block (mallinfo2's hblkhd) and which are resident only where written: compare "
+                     "'retained' (RSS). E.g. setup_buckets maps DeepSpeed's IPG bucket of reduce_bucket_size "
+                     "elements at every call; only the part gradients fill is ever touched")
     if len(rows) < len(s["sites"]):
         hidden = len(s["sites"]) - len(rows)
         notes.append(f"{hidden} rows with every figure below 0.005 hidden (--all-sites shows them)")
@@ -156,6 +161,14 @@ def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
                      + " (probes.steady_sites = \"light\", to keep the probes cheap; \"full\" reads everything)")
     t.note = "; ".join(notes)
     return t
+
+
+def _in_use(r: dict[str, Any]) -> str:
+    """A site's glibc in-use change: heap, and mmapped chunks apart (mapped whole, not necessarily resident)."""
+    total, mapped = r["glibc_in_use_bytes_per_param"], r.get("glibc_mmapped_bytes_per_param")
+    if total is None or mapped is None or abs(mapped) < 0.005:
+        return bpp(total, True)
+    return f"{bpp(total - mapped, True)} [{bpp(mapped, True)} mapped]"
 
 
 def interventions_table(s: dict[str, Any]) -> Table | None:

@@ -95,13 +95,15 @@ def mallinfo2() -> dict[str, int] | None:
     }
 
 
-def in_use_and_free() -> tuple[int, int] | None:
-    """(in use, free-retained) from one mallinfo2 call, for the per-call site probes (no dict built).
-    mallinfo2 itself walks every free chunk of every arena: it is the costliest per-call read."""
+def in_use_and_free() -> tuple[int, int, int] | None:
+    """(in use, free-retained, of the in-use bytes those in mmapped chunks) from one mallinfo2 call, for the
+    per-call site probes (no dict built). mmapped chunks (hblkhd) count at their full size whether or not their
+    pages were ever touched, so they are reported apart. mallinfo2 walks every free chunk of every arena: it is
+    the costliest per-call read."""
     if _LIBC is None:
         return None
     info = _LIBC.mallinfo2()
-    return info.uordblks + info.hblkhd, info.fordblks
+    return info.uordblks + info.hblkhd, info.fordblks, info.hblkhd
 
 
 def malloc_trim(pad: int = 0) -> int | None:

@@ -38,6 +38,7 @@ class SiteTotals:
     peak_above_entry: int = 0  # the exact peak of a call above the RSS at its entry (step events' "peak" is absolute)
     inuse: int | None = 0
     free: int | None = 0
+    mmapped: int | None = 0  # of inuse, the change in glibc's mmapped chunks (mapped, not necessarily resident)
     child_calls: int = 0  # calls of directly nested sites: exclusive = retained minus theirs (RSS reads behind it)
 
     def as_dict(self) -> dict[str, Any]:
@@ -172,13 +173,13 @@ class SiteRecorder:
         wrapper.__rssprobe_site__ = site  # type: ignore[attr-defined]
         return wrapper
 
-    def _record(self, site: str, rss0: int, rss1: int, peak: int, mi0: tuple[int, int] | None,
-                mi1: tuple[int, int] | None, frame: _Frame) -> None:
+    def _record(self, site: str, rss0: int, rss1: int, peak: int, mi0: tuple[int, int, int] | None,
+                mi1: tuple[int, int, int] | None, frame: _Frame) -> None:
         totals = self.window.get(site)
         if totals is None:
             totals = self.window[site] = SiteTotals()
             if mi0 is None:
-                totals.inuse = totals.free = None
+                totals.inuse = totals.free = totals.mmapped = None
         retained = rss1 - rss0
         totals.calls += 1
         totals.retained += retained
@@ -191,6 +192,7 @@ class SiteRecorder:
             free = mi1[1] - mi0[1]
             totals.inuse += inuse  # type: ignore[operator]
             totals.free += free  # type: ignore[operator]
+            totals.mmapped += mi1[2] - mi0[2]  # type: ignore[operator]
         if self._frames:
             self._frames[-1].child_retained += retained
             self._frames[-1].child_calls += 1
