@@ -53,6 +53,8 @@ TABLE: dict[str, Meaning] = {
 VERDICTS: tuple[str, ...] = tuple(TABLE)
 # A figure that does not decide is shown with its direction only (raw RSS moves with glibc noise).
 INFORMATIVE = {REGRESSION: "higher (informative)", IMPROVEMENT: "lower (informative)"}
+# the same where the table marks the gated figures itself (diff's key table: "(gated)" beside the name)
+DIRECTION = {REGRESSION: "higher", IMPROVEMENT: "lower"}
 
 
 def meaning(verdict: str) -> Meaning:

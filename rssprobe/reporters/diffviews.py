@@ -36,7 +36,10 @@ def _side(c: dict[str, Any], which: str) -> str:
     return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
 
 
-def _verdict(c: dict[str, Any]) -> str:
+def _verdict(c: dict[str, Any], short: bool = False) -> str:
+    """A figure's verdict as a cell; `short` where the row's name says whether it is gated (the key table)."""
+    if short and not c["gated"] and c["verdict"] in verdicts.DIRECTION:
+        return verdicts.DIRECTION[c["verdict"]]
     return verdicts.mark(c["verdict"], c["gated"]) or verdicts.SAME
 
 
@@ -60,10 +63,10 @@ def _named(side: dict[str, Any]) -> str:
     return side["name"] if side["name"] == side["label"] else f"{side['name']} [{side['label']}]"
 
 
-def _row(c: dict[str, Any], name: str) -> list[str]:
+def _row(c: dict[str, Any], name: str, short: bool = False) -> list[str]:
     decidable = c["p_increase"] is not None
     return [name, _side(c, "a"), _side(c, "b"), bpp(c["delta"], True), f"{_p(c):.3f}" if decidable else "n/a",
-            _verdict(c)]
+            _verdict(c, short)]
 
 
 def _columns(r: dict[str, Any], first: str) -> list[str]:
@@ -76,12 +79,13 @@ def key_table(r: dict[str, Any]) -> Table:
     chosen = [m for m in KEY if m in comps]
     chosen += [m for m, c in comps.items() if m not in chosen and (c["verdict"] in verdicts.MOVED
                or (c["gated"] and c["verdict"] != verdicts.SAME)) and metrics.group(m) != "sites"]
-    rows = [_row(comps[m], metrics.label(m) + (" (gated)" if comps[m]["gated"] else "")) for m in chosen]
-    rows += [_row(c, site_words(c["metric"])) for c in moved_sites(r)]
+    rows = [_row(comps[m], metrics.label(m) + (" (gated)" if comps[m]["gated"] else ""), short=True)
+            for m in chosen]
+    rows += [_row(c, site_words(c["metric"]), short=True) for c in moved_sites(r)]
     return Table("Key figures (bytes per parameter above each run's own pre-model baseline)",
                  _columns(r, "figure"), rows,
-                 note="gated figures decide the verdict; the others are informative (raw RSS moves with glibc's "
-                      "retention). Every figure by its name: --all.")
+                 note="(gated) figures decide the verdict; the others inform: higher or lower is significant but "
+                      "not gated (raw RSS moves with glibc's retention). Every figure by its name: --all.")
 
 
 def moved_sites(r: dict[str, Any], most: int = 2) -> list[dict[str, Any]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
@@ -11,8 +13,8 @@ from .table import Table
 
 def make_console() -> Console:
     out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)  # piped or captured: do not squeeze tables to 80 columns
+    if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        out = Console(width=160)  # piped or captured: do not squeeze tables to 80 columns (unless COLUMNS says)
     return out
 
 
@@ -32,7 +34,8 @@ def render(lines: list[str], tables: list[Table], console: Console | None = None
         rt = RichTable(title=escape(t.title), title_justify="left", caption=escape(t.note) if t.note else None,
                        caption_justify="left")
         for i, col in enumerate(t.columns):
-            rt.add_column(escape(col), justify="right" if t.numeric(i) else "left")
+            # fold, never "…": two names that share a prefix must not print alike in a narrow terminal
+            rt.add_column(escape(col), justify="right" if t.numeric(i) else "left", overflow="fold")
         for row in t.rows:
             rt.add_row(*[escape(str(c)) for c in row])
         out.print(rt)
