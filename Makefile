@@ -15,7 +15,7 @@ PLAN    = reports/issue7693/plan.toml
 PLANRUNS = reports/matrix/issue7693
 VERDICT_DEBS = libjemalloc2 libtcmalloc-minimal4 ccache
 
-.PHONY: install demo test bench gate-check lint clean gpu-check verdict
+.PHONY: install demo test test-fast bench gate-check lint clean gpu-check verdict
 
 install: $(STAMP)
 
@@ -47,6 +47,12 @@ demo: install
 test: install
 	$(BIN)/ruff check rssprobe tests tools
 	$(BIN)/pytest -q
+
+# The tests that never start a training worker (unit, schema, statistics, reporters, refusals), in about 2 minutes:
+# a test that trains carries @pytest.mark.worker, and one that trains without it fails (tests/conftest.py)
+test-fast: install
+	$(BIN)/ruff check rssprobe tests tools
+	$(BIN)/pytest -q -m "not worker"
 
 # On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
 gpu-check:
