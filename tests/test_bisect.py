@@ -257,6 +257,7 @@ def test_version_bisect_cli_names_the_first_version_that_moved(monkeypatch, tmp_
     assert proc.exit_code == 0, proc.output
     data = json.loads(proc.stdout)
     assert data["status"] == "found" and data["first_moved"] == "0.18.2" and data["last_same"] == "0.18.0"
+    assert data["answer"][0].startswith("deepspeed 0.18.2 is the first version that moves steady RSS")
     assert len(requests) == 1 + 3  # the reference, then ceil(log2(8)) probes
     assert all(r.command[:2] == ["rssprobe", "run"] and "--env" in r.command for r in requests)
     comparison = data["comparison"]

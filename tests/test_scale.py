@@ -332,5 +332,8 @@ def test_a_real_sweep_shows_and_reruns_without_training(sweeps: dict[str, Path])
     rows = {r["figure"]: r for r in data["fit"]}
     # the census: the live buffers are DeepSpeed's 20 B/param, whatever the size
     assert rows["budget.live"]["slope_bytes_per_param"] == pytest.approx(20, abs=0.01)
+    # the answer first: what grows per parameter and what is held once, the gated figure leading
+    lead = rows["budget.rss_after_trim_above_baseline"]
+    assert data["answer"][0].startswith(f"Host RAM of tiny costs {lead['slope_bytes_per_param']:.2f} ± ")
     proc = rssprobe("scale", "tiny", "--params", SIZES, "--out", str(sweeps["base"]), *STEADY_GLIBC, check=True)
     assert proc.stderr.count("already finished, reused") == 3

@@ -1,0 +1,110 @@
+"""Every output opens with the sentence that answers its user's question, in words and numbers, and never
+contradicts the figures under it (rssprobe/analysis/answers.py). The real comparison is the demo's
+(reports/readme/runs.tar.gz: default scenario, 3 baseline vs 3 PR #8132 runs); the other verdicts are that same
+comparison with one figure's verdict changed, so each sentence is checked against the case it must describe.
+No test here trains."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rssprobe import verdicts
+from rssprobe.analysis import answers
+
+from .conftest import rssprobe
+
+DEMO_RUNS = Path(__file__).resolve().parent.parent / "reports" / "readme" / "runs.tar.gz"
+TRIM = "budget.rss_after_trim_above_baseline"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("demo")
+    with tarfile.open(DEMO_RUNS) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+@pytest.fixture(scope="module")
+def compared(demo: Path) -> dict[str, Any]:
+    return json.loads(rssprobe("diff", str(demo / "baseline"), str(demo / "patched"), "--format", "json",
+                               check=True).stdout)
+
+
+def first_line(text: str) -> str:
+    return text.splitlines()[0].strip()
+
+
+def test_diff_gate_and_show_print_their_answer_first(demo: Path, compared: dict[str, Any], tmp_path: Path) -> None:
+    a, b = str(demo / "baseline"), str(demo / "patched")
+    assert compared["verdict"] == "pass" and compared["answer"][0].startswith("patched (PR #8132) changes no gated")
+    # the terminal wraps at its width (COLUMNS=200 in these tests): the first line is the answer's beginning
+    assert compared["answer"][0].startswith(first_line(rssprobe("diff", a, b, check=True).stdout))
+    summary_file = tmp_path / "summary.md"
+    gate = rssprobe("gate", "--reference", a, "--candidate", b, env={"GITHUB_STEP_SUMMARY": str(summary_file)})
+    assert gate.returncode == 0 and compared["answer"][0].startswith(first_line(gate.stdout))
+    assert summary_file.read_text().startswith("**" + compared["answer"][0].replace("*", "\\*")[:40])
+    for ref in (demo / "baseline" / "run-01", demo / "baseline"):
+        data = json.loads(rssprobe("show", str(ref), "--format", "json", check=True).stdout)
+        assert data["answer"][0].startswith(first_line(rssprobe("show", str(ref), check=True).stdout))
+    run = json.loads(rssprobe("show", str(demo / "baseline" / "run-01"), "--format", "json", check=True).stdout)
+    m = run["metrics"]
+    assert f"holds {m['budget.rss_above_baseline']:.2f} B/param" in run["answer"][0]
+    assert f"{m['budget.live']:.2f} of it live ZeRO buffers" in run["answer"][0]
+
+
+def test_the_informative_changes_are_named_not_hidden(compared: dict[str, Any]) -> None:
+    """PR #8132 changes no gated figure but lowers RSS after the first step significantly: the answer says both."""
+    phases = {c["metric"]: c for c in compared["comparisons"]["phases"]}
+    moved = [m for m in answers.RAW if m in phases and phases[m]["verdict"] in verdicts.MOVED]
+    assert moved, "the demo's PR #8132 runs move an informative figure (first-step RSS)"
+    text = " ".join(compared["answer"])
+    for m in moved:
+        assert f"{answers.words(m)} by {abs(phases[m]['delta']):.2f} B/param" in text
+    assert f"steady RSS {phases['steady.rss']['delta']:+.2f} B/param is not a significant change" in text
+    assert "pr8132.float-scale 12 times per run, pr8132.malloc-trim once per run" in text
+
+
+def _with(compared: dict[str, Any], metric: str, verdict: str, delta: float, problems: list[str] | None = None
+          ) -> dict[str, Any]:
+    """The demo's comparison with one figure's verdict (and change) set, the overall verdict recomputed."""
+    r = copy.deepcopy(compared)
+    for group in r["comparisons"].values():
+        for c in group:
+            if c["metric"] == metric:
+                c.update(verdict=verdict, delta=delta, mean_b=c["mean_a"] + delta)
+    r["problems"] = problems or []
+    r["verdict"] = verdicts.overall([c["verdict"] for g in r["comparisons"].values() for c in g if c["gated"]],
+                                    bool(r["problems"]))
+    return r
+
+
+@pytest.mark.parametrize(("verdict", "delta", "says"), [
+    ("regression", 0.8, "patched (PR #8132) needs more host memory than baseline: RSS after a final trim +0.80"),
+    ("improvement", -0.8, "patched (PR #8132) needs less host memory than baseline: RSS after a final trim -0.80"),
+    ("~", 0.4, "Undecided whether patched (PR #8132) changes host memory against baseline: RSS after a final trim "
+               "+0.40 B/param, past the 0.25 B/param threshold, but 3 vs 3 runs cannot confirm it"),
+])
+def test_each_verdict_is_worded_as_the_gate_decides_it(compared: dict[str, Any], verdict: str, delta: float,
+                                                       says: str) -> None:
+    r = _with(compared, TRIM, verdict, delta)
+    assert answers.comparison(r)[0].startswith(says), answers.comparison(r)[0]
+
+
+def test_an_undecided_comparison_says_why_in_its_first_sentence(compared: dict[str, Any]) -> None:
+    r = _with(compared, TRIM, "same", 0.03, problems=["patched: 1 of 3 runs did not finish"])
+    assert r["verdict"] == "undecided"
+    assert answers.comparison(r)[0] == ("Undecided whether patched (PR #8132) changes host memory against baseline: "
+                                        "patched: 1 of 3 runs did not finish.")
+
+
+def test_a_set_of_patches_is_named_by_its_title() -> None:
+    assert answers.patches_phrase(["pr8132.float-scale", "pr8132.malloc-trim"]) == "PR #8132"
+    assert answers.patches_phrase(["pr8132.float-scale"]) == "pr8132.float-scale"
+    assert answers.size_words(16_785_408) == "16.8 M" and answers.size_words(7e9) == "7.0 B"
