@@ -141,7 +141,7 @@ def events(run: FakeRun) -> list[dict[str, Any]]:
 def _site(run: FakeRun, retained_bpp: float, in_use_bpp: float) -> dict[str, int]:
     retained = int(retained_bpp * run.params)
     return {"calls": 1, "retained": retained, "retained_excl": retained, "peak_above_entry": max(retained, 0),
-            "inuse": int(in_use_bpp * run.params), "free": 0, "child_calls": 0}
+            "inuse": int(in_use_bpp * run.params), "free": 0, "mmapped": 0, "child_calls": 0}
 
 
 def manifest(run: FakeRun, path: Path) -> dict[str, Any]:

@@ -58,6 +58,7 @@ def base(tiny_baseline: Path) -> dict[str, Any]:
     return summary(tiny_baseline)
 
 
+@pytest.mark.worker
 def test_retained_allocation_is_reported_at_its_site_with_its_size(runs_dir: Path, base: dict[str, Any],
                                                                     tiny_baseline: Path) -> None:
     target = f"{ZERO}._update_model_bit16_weights"
@@ -93,6 +94,7 @@ def test_retained_allocation_is_reported_at_its_site_with_its_size(runs_dir: Pat
         assert abs(a["retained_bytes_per_param"] - b["retained_bytes_per_param"]) <= tol, (phase, tol)
 
 
+@pytest.mark.worker
 def test_transient_allocation_shows_in_peak_not_in_retained(runs_dir: Path, base: dict[str, Any],
                                                            tiny_baseline: Path) -> None:
     target = f"{ZERO}.unscale_and_clip_grads"
@@ -106,6 +108,7 @@ def test_transient_allocation_shows_in_peak_not_in_retained(runs_dir: Path, base
     assert abs(got["retained_bytes_per_param"] - ref["retained_bytes_per_param"]) <= bound(2 * calls, params)
 
 
+@pytest.mark.worker
 def test_census_accounts_for_deepspeeds_known_buffers(runs_dir: Path) -> None:
     """Default scenario, bf16 on the CPU accelerator: 20 B/param of live buffers, 8 of them Adam's."""
     out = runs_dir / "default-census"

@@ -13,6 +13,8 @@ from tools.bench import census_cost, pairs
 
 from .conftest import rssprobe
 
+pytestmark = pytest.mark.worker  # every test here trains (or reads a run trained for it)
+
 
 def test_alternate_steps_switch_every_per_step_probe_off_and_the_bench_pairs_them(runs_dir: Path) -> None:
     out = runs_dir / "tiny-alternate"

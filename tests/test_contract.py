@@ -79,6 +79,7 @@ def test_a_group_and_a_campaign_index_of_a_newer_format_are_refused(tmp_path: Pa
     assert f"scale.json: format {NEWER} is newer" in _one_line_exit_2("show", str(scale))
 
 
+@pytest.mark.worker
 def test_every_file_a_new_run_writes_carries_the_current_format(tiny_baseline: Path, tmp_path: Path) -> None:
     for name in (contract.MANIFEST, contract.WORKER_SPEC):
         assert json.loads((tiny_baseline / name).read_text())["format"] == contract.FORMAT_VERSION, name

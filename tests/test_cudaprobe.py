@@ -100,6 +100,7 @@ def test_split_keeps_device_bytes_out_of_the_host_budget() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the shared tiny run is on the CUDA accelerator here: "
                     "tests/gpu checks its pinned and device figures")
+@pytest.mark.worker
 def test_cpu_accelerator_census_reads_zero_pinned_and_no_device(tiny_baseline: Path) -> None:
     """A real tiny run on the CPU accelerator: pin_memory is a no-op there, so every host byte is pageable
     (is_pinned() asked of each storage), and there is no device part."""
@@ -117,6 +118,7 @@ def test_cpu_accelerator_census_reads_zero_pinned_and_no_device(tiny_baseline: P
     assert budget["device"] is None and budget["device_note"] == NO_DEVICE
 
 
+@pytest.mark.worker
 def test_no_cuda_columns_read_missing_not_zero(tiny_baseline: Path) -> None:
     import pandas as pd
 

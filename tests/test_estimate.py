@@ -245,6 +245,7 @@ def _measured(run: Path, rank: int = 0) -> dict[str, float]:
             "after_model": s.phase_events["after_model"]["rss"], "baseline": s.baseline["rss"], "params": s.params}
 
 
+@pytest.mark.worker
 def test_calibration_is_cached_and_estimates_one_rank(tiny_calibration: tuple[Path, dict[str, Any], str],
                                                       tiny_baseline: Path) -> None:
     """The first estimate calibrates (3 sizes of tiny below the target, one run each, into the estimate root, with
@@ -266,6 +267,7 @@ def test_calibration_is_cached_and_estimates_one_rank(tiny_calibration: tuple[Pa
         summary(tiny_baseline)["budget"]["estimator_bytes_per_param"] * truth["params"], rel=1e-9)
 
 
+@pytest.mark.worker
 def test_two_ranks_each_rank_and_the_node(tiny_calibration: tuple[Path, dict[str, Any], str],
                                           tiny_two_ranks: Path) -> None:
     """From the same (cached: nothing runs) one-rank calibration: each rank of a real 2-rank run and the node within

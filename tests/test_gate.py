@@ -50,6 +50,7 @@ def groups(runs_dir: Path) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.worker
 def test_a_a_passes_the_gate(groups: dict[str, Path], tmp_path: Path) -> None:
     junit = tmp_path / "gate.xml"
     proc = rssprobe("gate", "--reference", str(groups["a1"]), "--candidate", str(groups["a2"]),
@@ -63,6 +64,7 @@ def test_a_a_passes_the_gate(groups: dict[str, Path], tmp_path: Path) -> None:
     assert int(suite.get("failures")) == 0 and int(suite.get("tests")) > 10
 
 
+@pytest.mark.worker
 def test_a_final_trim_is_measured_in_bytes_under_glibc(groups: dict[str, Path]) -> None:
     """The trim event carries malloc_trim's own answer; the bytes it released come from the RSS reads around
     it: under glibc a figure (never 'not available'), and never below zero by more than two reads' noise."""
@@ -71,6 +73,7 @@ def test_a_final_trim_is_measured_in_bytes_under_glibc(groups: dict[str, Path]) 
         assert released is not None and released > -bound(2, PARAMS), (run.name, released)
 
 
+@pytest.mark.worker
 def test_a_retained_2_bytes_per_param_is_a_regression(groups: dict[str, Path], tmp_path: Path) -> None:
     junit = tmp_path / "gate.xml"
     summary_file = tmp_path / "step-summary.md"
@@ -87,6 +90,7 @@ def test_a_retained_2_bytes_per_param_is_a_regression(groups: dict[str, Path], t
     assert summary_file.read_text().startswith("**") and "needs more host memory than" in summary_file.read_text()
 
 
+@pytest.mark.worker
 def test_markdown_diff_parses_back(groups: dict[str, Path]) -> None:
     text = rssprobe("diff", str(groups["a1"]), str(groups["leak"]), "--format", "markdown", check=True).stdout
     assert text.startswith("**") and "needs more host memory than" in text.splitlines()[0]
@@ -101,6 +105,7 @@ def test_markdown_diff_parses_back(groups: dict[str, Path]) -> None:
     assert a_mean > 0
 
 
+@pytest.mark.worker
 def test_failed_run_makes_the_gate_undecided(groups: dict[str, Path], runs_dir: Path) -> None:
     failed = runs_dir / "timed-out"
     # 2 s: past preflight's lower bound (a worker's start >= 1 s, tiny's steps ~0.001 s each), short of what
@@ -118,6 +123,7 @@ def test_gate_usage_errors_exit_2() -> None:
     assert proc.returncode == 2 and "needs --reference" in proc.stderr
 
 
+@pytest.mark.worker
 def test_limits_pass_fail_and_bad_file(groups: dict[str, Path], tmp_path: Path) -> None:
     limits = tmp_path / "limits.toml"
     limits.write_text('[limits]\n"budget.live" = 30.0\n"budget.rss_after_trim_above_baseline" = 500.0\n')
@@ -132,6 +138,7 @@ def test_limits_pass_fail_and_bad_file(groups: dict[str, Path], tmp_path: Path) 
     assert bad.returncode == 2 and "limitz: unknown key" in bad.stderr
 
 
+@pytest.mark.worker
 def test_diff_refuses_different_scenarios_unless_forced(groups: dict[str, Path], tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(groups["a1"] / "run-01", other)
@@ -177,6 +184,7 @@ def test_groups_are_measured_alternately_and_stop_together_on_an_interruption(tm
     assert [s for _g, s in stopped] == [["ok"], ["ok", "interrupted"]]
 
 
+@pytest.mark.worker
 def test_gate_run_interleaves_baseline_and_candidate_runs(tmp_path: Path) -> None:
     refused = rssprobe("gate", "tiny", "--run", "--repeat", "2", env={"RSSPROBE_RUNS": str(tmp_path)})
     assert refused.returncode == 2 and "--repeat 3 or more" in refused.stderr and not list(tmp_path.iterdir())

@@ -20,6 +20,8 @@ from rssprobe.store.rundir import GroupDir
 
 from .conftest import rssprobe
 
+pytestmark = pytest.mark.worker  # every test here trains (or reads a run trained for it)
+
 Damage = Callable[[Path], None]
 
 

@@ -183,6 +183,7 @@ def original(tiny_baseline: Path) -> Path:
 
 
 @pytest.mark.parametrize("build,named", [c[1:] for c in DAMAGED_SIDES], ids=[c[0] for c in DAMAGED_SIDES])
+@pytest.mark.worker
 def test_a_side_that_cannot_be_read_is_undecided_never_good(original: Path, tmp_path: Path, build: Build,
                                                             named: str) -> None:
     ref = str(build(original, tmp_path))
@@ -200,6 +201,7 @@ def test_a_side_that_cannot_be_read_is_undecided_never_good(original: Path, tmp_
         assert json.loads(got.stdout)["verdict"] == "undecided"
 
 
+@pytest.mark.worker
 def test_the_controls_pass(original: Path, tmp_path: Path) -> None:
     """The same commands on undamaged copies: ok, and exit 0 (so 125 above is the damage's doing)."""
     run, g = copy(original, tmp_path / "run"), group(original, tmp_path / "g")
@@ -212,6 +214,7 @@ def test_the_controls_pass(original: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("build,named", [c[1:] for c in SHOWN_IN_GROUP], ids=[c[0] for c in SHOWN_IN_GROUP])
+@pytest.mark.worker
 def test_show_names_the_damage_inside_a_group_and_a_sweep(original: Path, tmp_path: Path, build: Build,
                                                           named: str) -> None:
     g = build(original, tmp_path)
@@ -233,6 +236,7 @@ def test_show_names_the_damage_inside_a_group_and_a_sweep(original: Path, tmp_pa
     (lambda g: (g / "group.json").write_text(json.dumps({**GROUP, "repeat": "three"})), "not a count of runs"),
     (lambda g: [shutil.rmtree(g / f"run-0{i}") for i in (1, 2, 3)], "run group has no runs"),
 ], ids=["not-json", "a-list", "repeat-absurd", "repeat-text", "empty"])
+@pytest.mark.worker
 def test_a_damaged_or_empty_group_is_refused_by_every_reader_alike(original: Path, tmp_path: Path,
                                                                    damage: Callable[[Path], None],
                                                                    fragment: str) -> None:
@@ -253,6 +257,7 @@ SWEEP_DAMAGE = [  # (id, damage to the size group params-2000000, what show's pr
 
 
 @pytest.mark.parametrize("damage,named", [c[1:] for c in SWEEP_DAMAGE], ids=[c[0] for c in SWEEP_DAMAGE])
+@pytest.mark.worker
 def test_a_sweep_with_a_damaged_member_names_it_and_is_undecided(original: Path, tmp_path: Path,
                                                                  damage: Callable[[Path], None], named: str) -> None:
     good, bad = sweep(original, tmp_path / "a"), sweep(original, tmp_path / "b")
@@ -264,6 +269,7 @@ def test_a_sweep_with_a_damaged_member_names_it_and_is_undecided(original: Path,
     assert cli("gate", "--reference", str(good), "--candidate", str(good)).code == 0  # the control
 
 
+@pytest.mark.worker
 def test_a_member_that_cannot_be_read_has_every_key_a_summary_has(original: Path, tmp_path: Path) -> None:
     """The stub a group shows for a missing or damaged member has the shape of a real summary (no KeyError
     anywhere a summary is read)."""
@@ -309,6 +315,7 @@ CLAIMED = [  # (id, arguments; {held} is the held directory, {run} the original 
 
 
 @pytest.mark.parametrize("args", [c[1] for c in CLAIMED], ids=[c[0] for c in CLAIMED])
+@pytest.mark.worker
 def test_a_directory_another_command_holds_is_refused_naming_the_holder(original: Path, tmp_path: Path,
                                                                         held: tuple[Path, int],
                                                                         args: list[str]) -> None:
@@ -323,6 +330,7 @@ def test_a_directory_another_command_holds_is_refused_naming_the_holder(original
     assert sorted(p.name for p in directory.iterdir()) == before  # nothing written into it
 
 
+@pytest.mark.worker
 def test_a_claim_whose_holder_is_gone_is_taken_over_with_one_line(original: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
@@ -335,6 +343,7 @@ def test_a_claim_whose_holder_is_gone_is_taken_over_with_one_line(original: Path
     assert (out / "report.html").is_file() and not (out / claim.CLAIM).exists()  # released at the end
 
 
+@pytest.mark.worker
 def test_claims_are_released_and_a_second_run_finds_the_directory_not_empty(original: Path, tmp_path: Path) -> None:
     out = tmp_path / "m"
     assert cli("merge", str(sweep(original, tmp_path / "s")), "--out", str(out)).code == 0
@@ -343,6 +352,7 @@ def test_claims_are_released_and_a_second_run_finds_the_directory_not_empty(orig
 
 
 @pytest.mark.parametrize("html", ["report.md", "rss.png"])
+@pytest.mark.worker
 def test_no_output_is_written_over_another(original: Path, tmp_path: Path, html: str) -> None:
     out = tmp_path / "out"
     got = cli("report", str(original), "--out", str(out), "--html", str(out / html))
@@ -361,6 +371,7 @@ OPTIONAL = [  # (id, environment, extra arguments)
 
 
 @pytest.mark.parametrize("env,extra", [c[1:] for c in OPTIONAL], ids=[c[0] for c in OPTIONAL])
+@pytest.mark.worker
 def test_an_optional_output_that_cannot_be_written_keeps_the_verdict(original: Path, tmp_path: Path,
                                                                      env: dict[str, str], extra: list[str]) -> None:
     env = {k: v.replace("{dir}", str(tmp_path)) for k, v in env.items()}
@@ -451,6 +462,7 @@ def _roots(tmp_path: Path) -> dict[str, str]:
 
 
 @_cases(ABSURD)
+@pytest.mark.worker
 def test_an_absurd_value_is_one_line_before_any_worker(original: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        args: list[str], files: dict[str, str], fragment: str) -> None:
     work = tmp_path / "work"
@@ -543,6 +555,7 @@ HANGS = [  # (id, damage to a run copy, arguments ({run}: the copy, {fifo}: a FI
 
 
 @pytest.mark.parametrize("damage,args,fragment", [c[1:] for c in HANGS], ids=[c[0] for c in HANGS])
+@pytest.mark.worker
 def test_nothing_hangs_on_a_file_that_is_not_one_or_a_number_from_disk(original: Path, tmp_path: Path,
                                                                        damage: Callable[[Path], None] | None,
                                                                        args: list[str], fragment: str | None) -> None:
@@ -633,6 +646,7 @@ PATHS = [  # (id, arguments, fragment)
 
 
 @pytest.mark.parametrize("args,fragment", [c[1:] for c in PATHS], ids=[c[0] for c in PATHS])
+@pytest.mark.worker
 def test_a_path_that_cannot_be_used_is_one_line(original: Path, tmp_path: Path, args: list[str],
                                                 fragment: str) -> None:
     (tmp_path / "afile").write_text("")
@@ -693,6 +707,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @_cases(NAMES)
+@pytest.mark.worker
 def test_a_misspelt_or_impossible_name_is_refused_before_any_work(original: Path, tmp_path: Path, repo: Path,
                                                                   monkeypatch: pytest.MonkeyPatch, args: list[str],
                                                                   files: dict[str, str], fragment: str) -> None:
@@ -719,6 +734,7 @@ ONE_LINE = [  # (id, arguments, fragment)
 
 
 @pytest.mark.parametrize("args,fragment", [c[1:] for c in ONE_LINE], ids=[c[0] for c in ONE_LINE])
+@pytest.mark.worker
 def test_an_error_of_several_lines_is_one(original: Path, tmp_path: Path, args: list[str], fragment: str) -> None:
     damaged = copy(original, tmp_path / "cut")
     cut(damaged / "steps.parquet")
@@ -738,6 +754,7 @@ def test_a_user_error_is_one_line_whatever_it_quotes(message: str) -> None:
 
 # ==== also: the tables say one thing ==========================================================================
 
+@pytest.mark.worker
 def test_tables_do_not_show_the_old_unexplained_figure_beside_not_attributed(original: Path, tmp_path: Path) -> None:
     g = group(original, tmp_path / "g")
     for args in (["show", str(g)], ["diff", str(original), str(original)], ["gate", "--reference", str(g),
@@ -767,6 +784,7 @@ def test_scale_accepts_trim_at_end_and_says_it_always_trims(tmp_path: Path) -> N
     assert "--trim-at-end" in shown and "scale always ends every run with malloc_trim(0)" in shown
 
 
+@pytest.mark.worker
 def test_a_report_of_two_runs_leads_with_what_diff_says(original: Path, tmp_path: Path) -> None:
     other = copy(original, tmp_path / "other")
     out = tmp_path / "r"
@@ -793,6 +811,7 @@ def _marked(orchestrator: int) -> dict[int, str]:
     return out
 
 
+@pytest.mark.worker
 def test_a_rank_stuck_before_the_process_group_dies_with_its_launcher(tmp_path: Path) -> None:
     """Reproduced first (issue 23): a 2-rank run whose rank 1 cannot act (stopped before init_process_group) and
     whose time-out fires while rank 0 waits for it in the rendezvous left rank 1 alive, parent 1. Now every

@@ -32,6 +32,8 @@ import pytest
 from .conftest import STEADY_GLIBC, rssprobe, summary
 from .noise import bound
 
+pytestmark = pytest.mark.worker  # every test here trains (or reads a run trained for it)
+
 SAVE = "deepspeed.runtime.engine.DeepSpeedEngine.save_checkpoint"
 N = 4.0  # B/param kept per save: large against the per-save bound below (0.25 B/param at 2 CPUs)
 EVERY_SAVE, EVERY_REINIT, STEPS = 1, 2, 5

@@ -28,6 +28,7 @@ def events(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.worker
 def test_float_scale_makes_the_multiply_receive_a_python_float(runs_dir: Path) -> None:
     out = runs_dir / "float-scale"
     rssprobe("run", "tiny", "--patch", "pr8132.float-scale", "--out", str(out), check=True)
@@ -39,6 +40,7 @@ def test_float_scale_makes_the_multiply_receive_a_python_float(runs_dir: Path) -
     assert s["never_took_effect"] == []
 
 
+@pytest.mark.worker
 def test_float_scale_that_never_fires_is_flagged(runs_dir: Path) -> None:
     """Without clipping (and bf16's loss scale 1.0) unscale_and_clip_grads returns early: no effect."""
     out = runs_dir / "float-scale-idle"
@@ -55,6 +57,7 @@ def _trim_drops(run: Path, threshold: int) -> int:
                if c["site"] == ADAM_STEP and c["retained"] < -threshold)
 
 
+@pytest.mark.worker
 def test_per_group_trim_fires_once_under_zero2_and_the_probes_see_it(runs_dir: Path) -> None:
     """3 param groups. ZeRO-2 hands CPU Adam one group at a time, so the PR's per-group index
     is always 0 and the trim fires once, not three times. Before each group's optimizer step,
@@ -77,6 +80,7 @@ def test_per_group_trim_fires_once_under_zero2_and_the_probes_see_it(runs_dir: P
     assert trim["effects"]["log"][0]["rss_released"] > 64 * MiB
 
 
+@pytest.mark.worker
 def test_patch_file_is_applied_to_an_overlay_and_found_where_it_should_be(runs_dir: Path, tmp_path: Path,
                                                                            tiny_baseline: Path) -> None:
     """A diff written now against the installed DeepSpeed keeps a 2 B/param tensor, allocated in
@@ -175,6 +179,7 @@ GLIBC_BUDGET_FIGURES = ("glibc_free_retained_bytes_per_param", "malloc_trim_rele
 
 
 @pytest.mark.parametrize("allocator", [pytest.param(a, marks=_installed(a)) for a in ("jemalloc", "tcmalloc")])
+@pytest.mark.worker
 def test_another_allocator_reports_glibc_figures_as_not_available(runs_dir: Path, allocator: str) -> None:
     out = runs_dir / allocator
     rssprobe("run", "tiny", "--steps", "2", "--allocator", allocator, "--trim-at-end", "--out", str(out), check=True)

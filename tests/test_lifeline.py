@@ -71,6 +71,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.worker
 def test_sigterm_to_rssprobe_ends_the_worker_and_marks_the_run_interrupted(tmp_path: Path) -> None:
     out = tmp_path / "terminated"
     proc = _start(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
@@ -85,6 +86,7 @@ def test_sigterm_to_rssprobe_ends_the_worker_and_marks_the_run_interrupted(tmp_p
     assert manifest["steps_done"] == steps >= 2
 
 
+@pytest.mark.worker
 def test_sigkill_of_rssprobe_still_ends_the_worker(tmp_path: Path) -> None:
     out = tmp_path / "orphan"
     proc = _start(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
@@ -117,6 +119,7 @@ def test_an_orchestrator_is_known_by_pid_start_time_and_boot_so_a_reused_pid_is_
     assert liveness.gone(None) is None and liveness.gone({"pid": "x"}) is None  # older runs: not known
 
 
+@pytest.mark.worker
 def test_sigkill_of_rssprobe_ends_torchrun_and_every_rank(tmp_path: Path) -> None:
     out = tmp_path / "ranks"
     proc = _start(["tiny", "--world-size", "2", "--steps", "100000", "--out", str(out)], tmp_path)
@@ -183,6 +186,7 @@ def test_a_young_lock_is_given_its_holders_window_then_removed(tmp_path: Path) -
     assert 1.0 < time.monotonic() - t0 < 10
 
 
+@pytest.mark.worker
 def test_a_run_recovers_from_a_stale_lock_in_its_op_cache(tmp_path: Path) -> None:
     """A copy of this environment's compiled ops (so nothing compiles), with a lock a killed build left."""
     from importlib.metadata import version
@@ -202,6 +206,7 @@ def test_a_run_recovers_from_a_stale_lock_in_its_op_cache(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.worker
 def test_killed_while_compiling_leaves_no_compiler_and_no_lock(tmp_path: Path, sig: int) -> None:
     """An empty op cache: the worker compiles its first op; rssprobe is stopped (SIGTERM) or killed (SIGKILL)."""
     cache = tmp_path / "cache"

@@ -216,6 +216,7 @@ def _budget_parts(s: dict[str, Any], at: str) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("at", ["after_init", "end"])
+@pytest.mark.worker
 def test_each_held_kind_lands_in_its_own_part(held_run: dict[str, Any], base: dict[str, Any], at: str) -> None:
     got, ref = _budget_parts(held_run, at), _budget_parts(base, at)
     expected = {part: float(n) for n, part in HELD.values()}
@@ -227,6 +228,7 @@ def test_each_held_kind_lands_in_its_own_part(held_run: dict[str, Any], base: di
             assert abs(moved) < OTHERS_MIB, f"{name} moved {moved:.2f} MiB"
 
 
+@pytest.mark.worker
 def test_parts_add_up_to_the_rss_above_baseline(held_run: dict[str, Any], base: dict[str, Any]) -> None:
     for s in (held_run, base):
         for b in s["budgets"]:
@@ -257,6 +259,7 @@ def test_imports_after_the_baseline_are_counted_by_package(tmp_path: Path, monke
     assert census.imported_since(seen) == {"total": 0}  # `seen` now has them
 
 
+@pytest.mark.worker
 def test_imports_after_the_baseline_agree_with_the_module_count(base: dict[str, Any]) -> None:
     """Two independent counts of one thing: the set difference of module names and the change in len(sys.modules)."""
     for b in base["budgets"]:
@@ -293,6 +296,7 @@ def test_a_shared_block_holding_a_pinned_tensor_is_named_apart() -> None:
 CENSUS_POINTS = ["pre_model", "after_init", "after_first_step", "end"]
 
 
+@pytest.mark.worker
 def test_each_census_point_gives_what_it_cost(base: dict[str, Any]) -> None:
     """show --format json gives every census point's cost: the whole census, and its memory-map partition, which
     is one part of it (the census also walks every live tensor first), with the RSS the partition named."""

@@ -76,6 +76,7 @@ def _meta_model(text: str, tmp: Path) -> Any:
         return AutoModelForCausalLM.from_config(AutoConfig.for_model(hf.pop("model_type"), **hf))
 
 
+@pytest.mark.worker
 def test_llama_buffers_by_role_are_deepspeeds_per_parameter_buffers(llama: tuple[Path, dict[str, Any], str],
                                                                     tmp_path: Path) -> None:
     _run_dir, s, _text = llama
@@ -95,6 +96,7 @@ def test_llama_buffers_by_role_are_deepspeeds_per_parameter_buffers(llama: tuple
     assert abs(s["budget"]["live_bytes_per_param"] - (20 + temp)) <= 0.01
 
 
+@pytest.mark.worker
 def test_llama_sized_by_params_resolves_layers_and_show_says_so(llama: tuple[Path, dict[str, Any], str],
                                                                  tmp_path: Path) -> None:
     _run_dir, s, text = llama
@@ -107,6 +109,7 @@ def test_llama_sized_by_params_resolves_layers_and_show_says_so(llama: tuple[Pat
     assert "per unique parameter (no tied weights)" in text
 
 
+@pytest.mark.worker
 def test_per_tensor_sites_are_called_once_per_parameter_tensor(llama: tuple[Path, dict[str, Any], str],
                                                                tmp_path: Path) -> None:
     _run_dir, s, text = llama
@@ -118,6 +121,7 @@ def test_per_tensor_sites_are_called_once_per_parameter_tensor(llama: tuple[Path
     assert f"parameter tensor ({tensors} in this model)" in text
 
 
+@pytest.mark.worker
 def test_transformers_is_imported_before_the_baseline(llama: tuple[Path, dict[str, Any], str]) -> None:
     run, s, _text = llama
     imports = next(e for e in _events(run) if e["event"] == "model_imports")
@@ -163,6 +167,7 @@ def test_linear_keys_refused_for_a_linear_model(tmp_path: Path) -> None:
         scenario.load(str(path))
 
 
+@pytest.mark.worker
 def test_a_damaged_model_event_is_shown_without_its_model_line(llama: tuple[Path, dict[str, Any], str],
                                                                tmp_path: Path) -> None:
     import shutil

@@ -15,6 +15,8 @@ import pytest
 
 from .conftest import rssprobe, summary
 
+pytestmark = pytest.mark.worker  # every test here trains (or reads a run trained for it)
+
 PARTITIONED = ("fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq")
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from .conftest import rssprobe, summary
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("memray") is None, reason="memray is not installed")
+pytestmark = [pytest.mark.worker,
+              pytest.mark.skipif(importlib.util.find_spec("memray") is None, reason="memray is not installed")]
 
 
 def test_adam_states_are_found_under_cpu_adam_step(runs_dir: Path) -> None:

@@ -86,6 +86,7 @@ def requests(run: Path) -> list[dict[str, Any]]:
             if (e := json.loads(line))["event"] == "pins" for r in e["requests"]]
 
 
+@pytest.mark.worker
 def test_tiny_on_the_cpu_predicts_the_h200s_pinned_holding(tiny_baseline: Path, h200: Path) -> None:
     truth = measured(h200 / "tiny-baseline")
     view = summary(tiny_baseline)["pinned"]
@@ -103,6 +104,7 @@ def test_tiny_on_the_cpu_predicts_the_h200s_pinned_holding(tiny_baseline: Path, 
     assert "pinned.held_predicted" in metrics and "pinned.held" not in metrics and "pinned.slack" not in metrics
 
 
+@pytest.mark.worker
 def test_default_predicts_the_h200_sweeps_slack(default_run: Path, h200: Path) -> None:
     """The H200 size sweep's "shared memory" slope (9.99 B/param) is the pinned slack: predicted on the CPU."""
     s = summary(default_run)
@@ -125,6 +127,7 @@ def test_default_predicts_the_h200_sweeps_slack(default_run: Path, h200: Path) -
     assert "PREDICTED, not measured" in out and "held, predicted for CUDA" in out
 
 
+@pytest.mark.worker
 def test_partitions_just_below_a_power_of_two_predict_no_slack(knob_run: Path, tiny_baseline: Path) -> None:
     """The knob run's requests replayed without the knob: the fp32 and bf16 partitions sit just below powers
     of two (the model sized from the rule), so held ~ requested; tiny's (width 1024) sit just above: ~2x."""
@@ -141,6 +144,7 @@ def test_partitions_just_below_a_power_of_two_predict_no_slack(knob_run: Path, t
             assert 1.99 < held / r["bytes"] < 2.0  # just above: the block nearly doubles
 
 
+@pytest.mark.worker
 def test_grad_accumulation_pins_a_buffer_per_parameter(knob_run: Path) -> None:
     accum = [r for r in requests(knob_run) if r["role"] == "grad_accum"]
     width = 1023
@@ -152,6 +156,7 @@ def test_grad_accumulation_pins_a_buffer_per_parameter(knob_run: Path) -> None:
     assert len(rows) == 1 and rows[0]["requests"] == 8
 
 
+@pytest.mark.worker
 def test_a_round_threshold_below_a_buffer_predicts_its_exact_size(knob_run: Path) -> None:
     s = summary(knob_run)
     view = s["pinned"]
@@ -169,6 +174,7 @@ def test_a_round_threshold_below_a_buffer_predicts_its_exact_size(knob_run: Path
     assert config["env"]["PYTORCH_CUDA_ALLOC_CONF"] == KNOB and config["torch_allocator_settings"] == KNOB
 
 
+@pytest.mark.worker
 def test_the_fixes_leave_a_cpu_runs_gated_figures_unchanged(fixes_run: Path, tiny_baseline: Path) -> None:
     """pin.register and the knob do nothing on the CPU accelerator: the census figures the gate decides on
     are those of the baseline, exactly (the census is exact across identical runs); pin.register says it did
@@ -218,6 +224,7 @@ def test_the_h200_runs_read_back_as_measured(h200: Path) -> None:
     assert "the allocator's held bytes" in out and "PREDICTED" not in out
 
 
+@pytest.mark.worker
 def test_a_damaged_pins_event_makes_the_run_incomplete_not_a_traceback(tiny_baseline: Path, tmp_path: Path) -> None:
     import shutil
 

@@ -188,6 +188,7 @@ def tiny_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return path, runs
 
 
+@pytest.mark.worker
 def test_plan_runs_every_cell_and_resumes(tiny_plan: tuple[Path, Path]) -> None:
     path, runs = tiny_plan
     cells = sorted(p.name for p in runs.iterdir() if p.is_dir())
@@ -200,6 +201,7 @@ def test_plan_runs_every_cell_and_resumes(tiny_plan: tuple[Path, Path]) -> None:
     assert '"MALLOC_ARENA_MAX": "2"' in manifest
 
 
+@pytest.mark.worker
 def test_report_judges_each_claim(tiny_plan: tuple[Path, Path], tmp_path: Path) -> None:
     path, runs = tiny_plan
     out = tmp_path / "verdict.md"

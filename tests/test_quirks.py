@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from rssprobe.config import scenario
 from rssprobe.run import launch as launcher
 
@@ -26,6 +28,7 @@ def test_the_worker_and_every_rank_get_local_size() -> None:
         assert launcher._worker_env(req, "t", "d")["LOCAL_SIZE"] == str(world)
 
 
+@pytest.mark.worker
 def test_a_worker_that_aborts_after_its_end_event_is_ok_with_its_exit_status_beside(runs_dir: Path) -> None:
     out = runs_dir / "tiny-abort-at-exit"
     proc = rssprobe("run", "tiny", "--steps", "2", "--patch", "testing.abort_at_exit", "--out", str(out))

@@ -13,6 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from rssprobe.config import scenario
 
@@ -21,6 +22,7 @@ from .conftest import rssprobe, summary
 from .noise import PAGE
 
 
+@pytest.mark.worker
 def test_tiny_run_produces_a_complete_plausible_run_directory(tiny_baseline: Path) -> None:
     manifest = json.loads((tiny_baseline / "manifest.json").read_text())
     assert manifest["status"] == "ok" and manifest["exit_code"] == 0
@@ -45,6 +47,7 @@ def test_tiny_run_produces_a_complete_plausible_run_directory(tiny_baseline: Pat
     assert s["status"] == "ok"
 
 
+@pytest.mark.worker
 def test_deepspeeds_shm_buffer_does_not_outlive_the_run(tiny_baseline: Path) -> None:
     """DeepSpeed's CPU shm_comm makes a /dev/shm buffer per process and never unlinks it (each run left 66 MiB of
     RAM in /dev/shm here, 20 GiB after a day of runs): the orchestrator removes the run's own, by its port."""
@@ -53,6 +56,7 @@ def test_deepspeeds_shm_buffer_does_not_outlive_the_run(tiny_baseline: Path) -> 
     assert not list(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{removed['port']}_*"))
 
 
+@pytest.mark.worker
 def test_show_latest_finds_the_newest_run(tiny_baseline: Path, tmp_path: Path) -> None:
     for name, started in (("newer", "2030-01-02T00:00:00+00:00"), ("older", "2030-01-01T00:00:00+00:00")):
         shutil.copytree(tiny_baseline, tmp_path / name)
@@ -89,6 +93,7 @@ def _wait_for_steps(out: Path, n: int, timeout: float = 600) -> dict:
     raise AssertionError(f"no {n} steps within {timeout}s")
 
 
+@pytest.mark.worker
 def test_killed_worker_leaves_a_failed_run_with_its_finished_steps(tmp_path: Path) -> None:
     out = tmp_path / "killed"
     proc = _start_run(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
@@ -104,6 +109,7 @@ def test_killed_worker_leaves_a_failed_run_with_its_finished_steps(tmp_path: Pat
     assert "FAILED" in shown.stdout  # never shown as a good run
 
 
+@pytest.mark.worker
 def test_ctrl_c_marks_the_run_interrupted_and_keeps_steps(tmp_path: Path) -> None:
     out = tmp_path / "interrupted"
     proc = _start_run(["tiny", "--steps", "100000", "--out", str(out)], tmp_path)
@@ -115,6 +121,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_keeps_steps(tmp_path: Path) -> Non
     assert manifest["status"] == "interrupted" and manifest["steps_done"] >= 2
 
 
+@pytest.mark.worker
 def test_steady_site_probes_are_light_unless_asked_for_in_full(tiny_baseline: Path, runs_dir: Path) -> None:
     """probes.steady_sites = "light" (the default): the gradient path's sites called once per parameter tensor
     (data/sites.toml, per_parameter) are measured at every call of step 1 and pass through afterwards; from
@@ -156,6 +163,7 @@ def test_steady_site_probes_are_light_unless_asked_for_in_full(tiny_baseline: Pa
     assert "steady rows read RSS" not in rssprobe("show", str(full), "--format", "markdown").stdout
 
 
+@pytest.mark.worker
 def test_a_sites_mapped_but_untouched_glibc_chunk_is_apart_from_its_heap(tiny_baseline: Path) -> None:
     """DeepSpeed's setup_buckets allocates the IPG bucket, `reduce_bucket_size` 16-bit elements (2 buffers with
     overlap_comm), at the first micro-step: glibc maps it whole (an mmapped chunk, mallinfo2's hblkhd) and only the

@@ -183,7 +183,7 @@ def test_report_plots_each_headline_figure_against_size_with_its_line(tmp_path: 
     assert "steady.rss against model size" in page and "peak against model size" in page
     assert (out / "fit-steady-rss.png").stat().st_size > 10_000
     assert "size sweep baseline" in page and "20.00 ± 0.00" in page  # the fit table of each sweep
-    assert page.count('<section class="run') == 2 + 6  # two fit sections, then the six member runs
+    assert page.count('<details class="run') == 2 + 6  # two fit sections, then the six member runs
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b"{not json", b"[1, 2]", b'{"groups": [{"dir": "x"}]}',
@@ -308,6 +308,7 @@ def _delta(result: dict[str, Any], figure: str) -> dict[str, Any]:
     ("per_param", 1.0, 0.0, "slope", "fixed"),  # 1 B/param: slope +1, fixed unchanged
     ("fixed", 0.0, FIXED_MIB * MIB, "fixed", "slope"),  # 32 MiB whatever the size: fixed +32, slope unchanged
 ])
+@pytest.mark.worker
 def test_known_answers_slope_and_fixed_apart(sweeps: dict[str, Path], candidate: str, slope_delta: float,
                                              fixed_delta: float, moved: str, kept: str) -> None:
     proc = rssprobe("gate", "--reference", str(sweeps["base"]), "--candidate", str(sweeps[candidate]),
@@ -325,6 +326,7 @@ def test_known_answers_slope_and_fixed_apart(sweeps: dict[str, Path], candidate:
     assert proc.returncode == 1 and result["verdict"] == "regression"
 
 
+@pytest.mark.worker
 def test_a_real_sweep_shows_and_reruns_without_training(sweeps: dict[str, Path]) -> None:
     data = show_json(sweeps["base"])
     assert data["runs_in_fit"] == 3 and not data["problems"]

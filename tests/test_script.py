@@ -56,6 +56,7 @@ def accumulating(runs_dir: Path) -> tuple[Path, dict[str, Any]]:
     return out, summary(out)
 
 
+@pytest.mark.worker
 def test_script_run_of_the_tiny_scenario_measures_what_the_scenario_measures(
         linear: tuple[Path, dict[str, Any]], tiny_baseline: Path) -> None:
     (run, s), t = linear, summary(tiny_baseline)
@@ -78,6 +79,7 @@ def test_script_run_of_the_tiny_scenario_measures_what_the_scenario_measures(
     assert "stopped after 4 steps as asked" in rssprobe("show", str(run), "--format", "markdown", check=True).stdout
 
 
+@pytest.mark.worker
 def test_script_baseline_is_taken_before_its_model(linear: tuple[Path, dict[str, Any]], tiny_baseline: Path) -> None:
     """Both baselines come after torch, DeepSpeed and the ops: the script's adds only its own few imports."""
     linear_run = linear[0]
@@ -88,6 +90,7 @@ def test_script_baseline_is_taken_before_its_model(linear: tuple[Path, dict[str,
     assert 0 <= modules[linear_run] - modules[tiny_baseline] < 50  # argparse, json and the script itself
 
 
+@pytest.mark.worker
 def test_gradient_accumulation_is_one_step_of_four_micro_steps(accumulating: tuple[Path, dict[str, Any]]) -> None:
     run, s = accumulating
     assert json.loads((ROOT / "examples" / "ds_config_hf.json").read_text())["gradient_accumulation_steps"] == 4
@@ -98,6 +101,7 @@ def test_gradient_accumulation_is_one_step_of_four_micro_steps(accumulating: tup
     assert abs(s["budget"]["roles"]["grad_accum"] - 2.00) <= pages  # one bf16 buffer per parameter
 
 
+@pytest.mark.worker
 def test_a_scripts_transformers_imports_are_in_its_baseline(accumulating: tuple[Path, dict[str, Any]]) -> None:
     """The script imports transformers and builds the model with it: the modeling module it imports inside
     from_config comes before the model's first parameter, so before the baseline, as in a scenario."""
@@ -107,6 +111,7 @@ def test_a_scripts_transformers_imports_are_in_its_baseline(accumulating: tuple[
     assert after is not None and "transformers" not in after and "scipy" not in after
 
 
+@pytest.mark.worker
 def test_tied_weight_is_one_parameter_everywhere(accumulating: tuple[Path, dict[str, Any]]) -> None:
     """GPT-2's wte and lm_head share one weight: one parameter in the count, the census and the gradient path."""
     import torch
@@ -134,6 +139,7 @@ def test_tied_weight_is_one_parameter_everywhere(accumulating: tuple[Path, dict[
         rssprobe("show", str(run), check=True).stdout
 
 
+@pytest.mark.worker
 def test_patched_script_run_fires_both_pr8132_parts_as_the_scenario_does(
         accumulating: tuple[Path, dict[str, Any]]) -> None:
     effects = {i["name"]: i for i in accumulating[1]["interventions"]}
@@ -149,6 +155,7 @@ def raising(runs_dir: Path) -> tuple[Path, Any, dict[str, Any]]:
     return out, proc, summary(out)
 
 
+@pytest.mark.worker
 def test_a_script_that_raises_fails_naming_its_line_and_keeps_its_steps(
         raising: tuple[Path, Any, dict[str, Any]]) -> None:
     out, proc, s = raising
@@ -159,6 +166,7 @@ def test_a_script_that_raises_fails_naming_its_line_and_keeps_its_steps(
     assert "Traceback" in (out / "worker.log").read_text()  # the one line above; the traceback in the log
 
 
+@pytest.mark.worker
 def test_a_scripts_checkpoint_and_second_initialize_are_in_run_events(
         raising: tuple[Path, Any, dict[str, Any]]) -> None:
     out, _proc, s = raising
@@ -167,6 +175,7 @@ def test_a_scripts_checkpoint_and_second_initialize_are_in_run_events(
     assert s["script"]["engines"] == 2 and (out / "checkpoints" / "after-step-1").is_dir()
 
 
+@pytest.mark.worker
 def test_a_script_that_never_initializes_fails_saying_so(runs_dir: Path) -> None:
     out = runs_dir / "script-no-init"
     proc = _script_run(out, MISBEHAVE, "--no-init")
@@ -174,6 +183,7 @@ def test_a_script_that_never_initializes_fails_saying_so(runs_dir: Path) -> None
     assert summary(out)["error"] == "misbehave.py never called deepspeed.initialize"
 
 
+@pytest.mark.worker
 def test_diff_refuses_two_different_scripts_unless_allowed(linear: tuple[Path, dict[str, Any]],
                                                            raising: tuple[Path, Any, dict[str, Any]]) -> None:
     a, b = str(linear[0]), str(raising[0])

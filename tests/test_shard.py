@@ -209,6 +209,7 @@ def test_a_sharded_scale_sweep_merged_fits_as_the_whole(tmp_path: Path) -> None:
     assert not merged["problems"] and not merged["other_shards"]
 
 
+@pytest.mark.worker
 def test_a_real_two_cell_matrix_in_two_shards_merges(tmp_path: Path) -> None:
     """Two real tiny runs (baseline and pr8132, 2 steps each), one per shard, on this machine one after the
     other as N machines would run them; merged, the patched cell's effect against the baseline appears."""
@@ -228,6 +229,6 @@ def test_a_real_two_cell_matrix_in_two_shards_merges(tmp_path: Path) -> None:
     assert base["figures"] == shards[0]["cells"][0]["figures"]  # the same runs, read from the merged copy
     page = tmp_path / "r.html"
     rssprobe("report", str(tmp_path / "m"), "--html", str(page), check=True)
-    assert page.read_text().count('<section class="run') == 2
+    assert page.read_text().count('<details class="run') == 2
     diff = rssprobe("diff", str(tmp_path / "m" / base["id"]), str(tmp_path / "m" / patched["id"]), "--format", "json")
     assert diff.returncode in (0, 125) and json.loads(diff.stdout)["a"]["runs"] == 1

@@ -105,6 +105,7 @@ def shown(stage1: Path, stage3: Path) -> dict[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stage,expected", [(1, STAGE1), (3, STAGE3)])
+@pytest.mark.worker
 def test_census_adds_up_to_what_each_stage_allocates(stage: int, expected: dict[str, int],
                                                      shown: dict[int, dict[str, Any]],
                                                      request: pytest.FixtureRequest) -> None:
@@ -130,6 +131,7 @@ def test_census_adds_up_to_what_each_stage_allocates(stage: int, expected: dict[
     assert s["partition_params"] == P  # one rank holds the whole partition (stage 3 counts its sub-groups)
 
 
+@pytest.mark.worker
 def test_show_says_the_stage_in_every_format(stage1: Path, stage3: Path, shown: dict[int, dict[str, Any]]) -> None:
     line = {stage1: "ZeRO stage 1, offload_optimizer cpu", stage3: "ZeRO stage 3, offload_optimizer cpu, "
             "offload_param cpu"}
@@ -147,6 +149,7 @@ def test_show_says_the_stage_in_every_format(stage1: Path, stage3: Path, shown: 
     assert shown[3]["budget"]["estimator_bytes_per_param"] == 27.0
 
 
+@pytest.mark.worker
 def test_stage3_counts_parameters_left_gathered(stage3: Path, shown: dict[int, dict[str, Any]]) -> None:
     """ZeRO-3 gathers each layer's parameters around its use and releases them after (release_sub_module);
     with stage3_param_persistence_threshold = 0 none is kept gathered by design, so after backward and
