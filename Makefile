@@ -21,7 +21,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "torch==$(TORCH)"
-	$(BIN)/pip install --quiet -e ".[dev,memray]"
+	$(BIN)/pip install --quiet -e ".[dev,memray,hf]"
 	rm -f $(VENV)/.rssprobe-installed-torch-*
 	touch $@
 
