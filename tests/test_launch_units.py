@@ -214,3 +214,18 @@ def test_scale_of_a_script_needs_its_size_arg_and_a_scenario_its_params(tmp_path
         proc = rssprobe(*args, "--out", str(tmp_path / "s"))
         assert proc.returncode == 2 and "--size-arg" in proc.stderr and proc.stderr.strip().count("\n") == 0
     assert not (tmp_path / "s").exists()
+
+
+def test_a_tied_weight_partitioned_by_zero3_counts_its_full_size() -> None:
+    """At ZeRO-3 a partitioned weight holds an empty tensor and its size in ds_numel: the tied line read 0 params."""
+    import torch
+
+    from rssprobe.worker.models import describe
+
+    a, b = torch.nn.Linear(8, 8, bias=False), torch.nn.Linear(8, 8, bias=False)
+    b.weight = a.weight  # tied
+    model = torch.nn.Sequential(a, b)
+    a.weight.data = torch.empty(0)
+    a.weight.ds_numel = 64  # type: ignore[attr-defined]
+    got = describe(model, {"model": {"kind": "script"}})
+    assert got["tied"] == [["0.weight", "1.weight"]] and got["tied_params"] == 64
