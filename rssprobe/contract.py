@@ -211,7 +211,7 @@ PART_KEYS: dict[str, str] = {
     FILE_OPS: "part.file_deepspeed_ops",
     FILE_PYTHON: "part.file_python",
     FILE_OTHER: "part.file_other_files",
-    FILE_CHECKPOINT: "part.file_checkpoint_weights",
+    FILE_CHECKPOINT: "part.file_checkpoint_weights_mapped",
 }
 PARTS = tuple(PART_KEYS)
 

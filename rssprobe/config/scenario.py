@@ -52,8 +52,9 @@ class FromPretrained(_Strict):
                                                        "/ shards), as real checkpoints are sharded")
     torch_dtype: Literal["auto", "bf16", "fp32"] = Field("auto", description="from_pretrained's dtype (auto: the "
                                                                                "checkpoint's)")
-    low_cpu_mem_usage: bool = Field(True, description="from_pretrained's low_cpu_mem_usage (transformers >= 5 "
-                                                      "ignores it: always low)")
+    low_cpu_mem_usage: bool = Field(False, description="from_pretrained's low_cpu_mem_usage (transformers >= 5 "
+                                                       "ignores it: always low; 4.x refuses it with ZeRO-3 and needs "
+                                                       "accelerate for it)")
     hf_ds_config: Literal["before", "after"] = Field(
         "before", description="the Hugging Face DeepSpeed config (HfDeepSpeedConfig, what TrainingArguments(deepspeed="
                               "...) makes) made before from_pretrained (at ZeRO-3: zero.Init partitions during the "

@@ -1,5 +1,6 @@
 """The checkpoints that scenarios with model.load = "checkpoint" load: written once per shape (the model's resolved
-config, seed, dtype on disk, format, shard count, transformers' version) under the cache root's checkpoints/, in a
+config, seed, dtype on disk, format, shard count, transformers' version) under the cache root's checkpoints/
+(RSSPROBE_CHECKPOINTS moves it), in a
 process of the worker's Python of its own (rssprobe/worker/checkpoint.py), and reused by every later run."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def directory(scenario: Scenario, python: str) -> Path:
     other = None if python == sys.executable else python
     key = {**spec(scenario), "transformers": host.package_version("transformers", other)}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return layout.cache_root() / "checkpoints" / f"{layout.slug(scenario.model.hf['model_type'])}-{digest}"
+    return layout.checkpoints_root() / f"{layout.slug(scenario.model.hf['model_type'])}-{digest}"
 
 
 def ensure(scenario: Scenario, python: str) -> Path:

@@ -13,6 +13,7 @@ PHASE_TEXT = {
     "after_imports": "torch and DeepSpeed imported",
     "ops_loaded": "ops loaded",
     "pre_model": "baseline taken",
+    "loading": "loading the model from its checkpoint",
     "after_model": "model built; deepspeed.initialize",
 }
 

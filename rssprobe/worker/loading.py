@@ -57,7 +57,9 @@ def zero_init_active() -> bool:
 
 
 def measured(worker: Any, how: str, call: Any, checkpoint: str | None = None) -> Any:
-    """Run `call` (a load) as one measured interval; emit its load event; return what it returned."""
+    """Run `call` (a load) as one measured interval; emit its load event; return what it returned. The `loading`
+    phase marks its start (the orchestrator's node view samples the node from there to the load event)."""
+    worker.phase("loading")
     interval = worker.tracker.enter()
     t0 = time.perf_counter()
     zero_init = zero_init_active()
@@ -84,11 +86,11 @@ def load(worker: Any, scenario: dict[str, Any], ds_config: dict[str, Any]) -> tu
 
     options = scenario["model"]["from_pretrained"]
     path = options["path"]
-    kwargs: dict[str, Any] = {"local_files_only": True, "low_cpu_mem_usage": options["low_cpu_mem_usage"]}
-    if options["torch_dtype"] != "auto":
-        kwargs["dtype"] = getattr(torch, DTYPES[options["torch_dtype"]])
-    else:
-        kwargs["dtype"] = "auto"
+    # torch_dtype: what every release takes (transformers 5 calls it dtype and still reads torch_dtype), so the
+    # same worker loads under transformers 4.x and 5.x (a version axis)
+    kwargs: dict[str, Any] = {"local_files_only": True, "low_cpu_mem_usage": options["low_cpu_mem_usage"],
+                              "torch_dtype": "auto" if options["torch_dtype"] == "auto" else
+                              getattr(torch, DTYPES[options["torch_dtype"]])}
     if options["hf_ds_config"] == "before":
         worker.hf_ds_config = HfDeepSpeedConfig(ds_config)  # at ZeRO-3: zero.Init inside from_pretrained
     model = measured(worker, "from_pretrained", lambda: AutoModelForCausalLM.from_pretrained(path, **kwargs), path)
