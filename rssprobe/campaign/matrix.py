@@ -62,10 +62,9 @@ class Cell:
         """Cells that a patch effect compares: same versions and allocator."""
         return self.torch, self.deepspeed, self.transformers, self.accelerate, self.allocator
 
-    def extras(self) -> tuple[str, ...]:
-        """The library axes' requirements of this cell's environment."""
-        return tuple(envs.library_requirement(name, v) for name, v in
-                     (("transformers", self.transformers), ("accelerate", self.accelerate)) if v)
+    def extras(self, this_accelerate: str | None = None) -> tuple[str, ...]:
+        """The library axes' requirements of this cell's environment (transformers brings accelerate)."""
+        return envs.library_extras(self.transformers, self.accelerate, this_accelerate)
 
 
 def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators: list[str],
@@ -241,7 +240,8 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
         def run_cell(group_dir: Path, cell: Cell = cell, done: int = done) -> list[str]:
             bar.show(done, f"cell {cell.id}")
             worker, env_name = (python, None) if python else envs.for_versions(cell.torch, cell.deepspeed, m.pip, say,
-                                                                                cell.extras())
+                                                                                cell.extras(
+                                                                                    host.package_version("accelerate")))
             argv = rerun_argv(m.scenario_ref, sets, specs[cell.patch], m.repeat, group_dir, env_name, worker,
                               cell.allocator, m.malloc_env)
             req = launch.RunRequest(scenario=scen, scenario_ref=m.scenario_ref, label=cell.patch,

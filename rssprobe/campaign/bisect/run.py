@@ -10,7 +10,7 @@ from ...config import scenario
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
-from ...run import envs, preflight
+from ...run import envs, host, preflight
 from ...run.group import TRIM_AT_END
 from ...store import layout
 from ..matrix import Outcome
@@ -96,7 +96,12 @@ def bisect(b: BisectRequest) -> Outcome:
         values = {"deepspeed": ds, "torch": torch, **libraries}[axis]
         fixed: str | tuple[str | None, str | None, tuple[str, ...]] | None
         if axis in libraries:  # torch and DeepSpeed fixed (given or this Python's), the other library as given
-            others = tuple(envs.library_requirement(n, v[0]) for n, v in libraries.items() if n != axis and v)
+            name = next(n for n in libraries if n != axis)
+            given = libraries[name][0] if libraries[name] else None
+            others: tuple[str, ...] = (envs.library_requirement(name, given),) if given else ()
+            if axis == "transformers" and not given:  # transformers' DeepSpeed integration needs accelerate
+                mine = host.package_version("accelerate")
+                others = (f"accelerate=={mine}" if mine else "accelerate",)
             fixed = (torch[0] if torch else None, ds[0] if ds else None, others)
         else:
             fixed = torch[0] if axis == "deepspeed" and torch else ds[0] if axis == "torch" and ds else None

@@ -14,7 +14,7 @@ resolve: which Python --env/--python/--torch/--deepspeed mean.
 from ...store.layout import envs_root
 from .build import create
 from .resolve import for_versions, pip_options, resolve_python
-from .spec import LIBRARIES, EnvSpec, Source, check_versions, library_requirement
+from .spec import LIBRARIES, EnvSpec, Source, check_versions, library_extras, library_requirement
 from .store import MARKER, Env, find, list_envs, remove
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
            "envs_root",
            "find",
            "for_versions",
+           "library_extras",
            "library_requirement",
            "list_envs",
            "pip_options",

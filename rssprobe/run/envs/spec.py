@@ -108,6 +108,18 @@ def library_requirement(name: str, value: str) -> str:
     return f"{name}@git+file://{where}@{rev}" if rev else f"{name}@file://{where}"
 
 
+def library_extras(transformers: str | None, accelerate: str | None, this_accelerate: str | None) -> tuple[str, ...]:
+    """The requirements of an environment's library axes. transformers' DeepSpeed integration (HfDeepSpeedConfig)
+    needs accelerate on 4.x: a transformers value without an accelerate axis brings this Python's accelerate
+    (`this_accelerate`, else the newest that fits the pinned torch)."""
+    out = [library_requirement("transformers", transformers)] if transformers else []
+    if accelerate:
+        out.append(library_requirement("accelerate", accelerate))
+    elif transformers:
+        out.append(f"accelerate=={this_accelerate}" if this_accelerate else "accelerate")
+    return tuple(out)
+
+
 def check_versions(flag: str, values: list[str]) -> list[str]:
     """Each value a release (0.19.8) or, for DeepSpeed, a source PATH[@REV] (it has a '/'), each once; UserError,
     one line, before any environment is built or any run starts."""
