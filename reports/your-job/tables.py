@@ -48,11 +48,11 @@ def section_script(runs: Path) -> list[str]:
     sa = summary(a)
     if ca and sa:
         params = sa.params
-        out += ["The same Llama (3.57 M params) at ZeRO-3, optimizer and parameters offloaded, as a script "
-                "(`examples/train_hf.py` with `examples/ds_config_hf_zero3.json`) and as the scenario "
-                "`llama-small-zero3` (`--set` to the same shape). After-init census, allocated bytes per parameter "
-                "(before the fix the script read every byte as `other`: 11.69 B/param on run_clm, 12.00 on "
-                "train_hf):", "", "| role | script | scenario |", "|---|---:|---:|"]
+        out += [f"A Llama ({params / 1e6:.2f} M params) at ZeRO-3, optimizer and parameters offloaded, as a script "
+                "(`examples/train_hf.py` with `examples/ds_config_hf_zero3.json`) and, where run, as the scenario "
+                "`llama-small-zero3` of the same shape. After-init census, allocated bytes per parameter (`buckets`: "
+                "allocated, mostly never touched; before the fix the script read every byte as `other`: 11.69 B/param "
+                "on run_clm, 12.00 on train_hf):", "", "| role | script | scenario |", "|---|---:|---:|"]
         for role in sorted(set(ca["roles"]) | set(cb["roles"])):
             va = ca["roles"].get(role, {}).get("allocated")
             vb = cb["roles"].get(role, {}).get("allocated")
@@ -199,6 +199,23 @@ def section_moe(root: Path) -> list[str]:
     return [*out, ""]
 
 
+COMMANDS = ["## How the runs were made", "",
+            "Every row's command is in `reports/your-job/evidence.sh` (`OUT=DIR bash reports/your-job/evidence.sh`, "
+            "then this script); the runs behind this page are `reports/your-job/runs.tar.gz`. In this session some "
+            "were made by hand with the same arguments before the script existed, and differ from it where said: "
+            "`z3-script` is `examples/train_hf.py` at its default size (25.2 M params) with "
+            "`examples/ds_config_hf_zero3.json`; the 2-rank load rows were made before the node's load window was "
+            "narrowed to the load itself (it then ran to each rank's after_model); the 4.51.3 MoE row ran in the "
+            "environment `torch2.13.0+cpu-ds0.19.8-tf4.51.3` (`rssprobe run ... --env NAME`) with accelerate added by "
+            "hand, which the code now adds itself. Rows marked \"not run\" were not run in this session (time: each "
+            "new transformers release is a new environment and a DeepSpeed op compile, ~20 min here).",
+            "",
+            "Third-party scripts (transformers' `run_clm.py`, DeepSpeedExamples' `train_bert_ds.py`) were not run "
+            "here: run_clm needs `datasets`, `evaluate` and a local tokenizer, HelloDeepSpeed needs wikitext in the "
+            "datasets cache, and none is on this machine; `evidence.sh` takes them from a local clone "
+            "(`TRANSFORMERS_SRC`, `DSE_SRC`), never from this repository.", ""]
+
+
 def main(root: Path) -> None:
     runs = root / "runs"
     lines = ["# Your job as you run it (issue 31): evidence", "",
@@ -206,7 +223,7 @@ def main(root: Path) -> None:
              "reports/your-job/evidence.sh` (on a 2-core, 24 GiB machine shared with other sessions: timings are "
              "noisy and none is shown; memory figures are per run).", "",
              *section_script(runs), *section_scale(root), *section_launchers(runs), *section_load(runs),
-             *section_moe(root)]
+             *section_moe(root), *COMMANDS]
     print("\n".join(lines))
 
 
