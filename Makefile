@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet "torch==$(TORCH)" "$$(grep -o '"deepspeed[^"]*"' pyproject.toml | tr -d '"')" ninja
 	@# DeepSpeed's two CPU ops compile in the background (both at once) while pip installs the rest
 	PYTHONPATH=. $(BIN)/python -m rssprobe.run.opbuild > $(VENV)/opbuild.log 2>&1 & ops=$$!; \
-		$(BIN)/pip install --quiet -e ".[dev,memray]"; status=$$?; wait $$ops; cat $(VENV)/opbuild.log; exit $$status
+		$(BIN)/pip install --quiet -e ".[dev,memray,hf]"; status=$$?; wait $$ops; cat $(VENV)/opbuild.log; exit $$status
 	rm -f $(VENV)/.rssprobe-installed-torch-*
 	touch $@
 

@@ -197,6 +197,9 @@ FILE_TORCH = "file: other torch libraries"
 FILE_OPS = "file: deepspeed ops"
 FILE_PYTHON = "file: python"
 FILE_OTHER = "file: other files"
+# a checkpoint's weights mapped from disk (safetensors maps its files; torch.load(mmap=True) a .bin): page cache
+# the process shares with the kernel, not memory it allocated, and a load's own part
+FILE_CHECKPOINT = "file: checkpoint weights (mapped)"
 # label -> metric name; the keys are stable (users' gates and ceilings name them), whatever the labels become
 PART_KEYS: dict[str, str] = {
     TENSORS: "part.live_tensors",
@@ -213,6 +216,7 @@ PART_KEYS: dict[str, str] = {
     FILE_OPS: "part.file_deepspeed_ops",
     FILE_PYTHON: "part.file_python",
     FILE_OTHER: "part.file_other_files",
+    FILE_CHECKPOINT: "part.file_checkpoint_weights_mapped",
 }
 PARTS = tuple(PART_KEYS)
 
@@ -438,6 +442,25 @@ class ModelImports(Event):
     modules: int  # modules they added to sys.modules
 
 
+class Load(Event):
+    """A model loaded from a checkpoint before deepspeed.initialize (a scenario's model.load = "checkpoint", or a
+    script's from_pretrained): one interval from the call to its return, the baseline still before it."""
+
+    how: str  # from_pretrained | zero.Init (a script's own) ...
+    time_s: float
+    peak: int  # the interval's exact peak RSS (VmHWM after a reset)
+    entry_rss: int
+    rss: float  # after the load
+    smaps: NotRequired[dict[str, int] | None]  # anonymous vs file-backed vs shared, after the load
+    mallinfo: NotRequired[Mallinfo | None]
+    zero_init: bool  # deepspeed.zero.Init was active during the load (parameters partitioned as they load)
+    holds: str  # what this rank holds after it: "whole model", "partition" or "mixed"
+    whole_bytes: int  # bytes of parameters this rank holds in full
+    partition_bytes: int  # bytes of ZeRO-3 partitions (ds_tensor) this rank holds
+    params: int  # unique parameters of the model loaded
+    checkpoint: NotRequired[dict[str, Any] | None]  # path, format, files, bytes on disk, dtype on disk
+
+
 class Model(Event):
     """The model trained; every count is of unique parameters (a tied weight once)."""
 
@@ -464,6 +487,8 @@ class ScriptEngine(Event):
     micro_batch: int
     grad_accum_steps: int
     deepspeed_config: dict[str, Any] | None  # None: the script's config is not JSON
+    # the optimizer steps the script will run, where it says (rssprobe/data/step_totals.toml); None: unknown
+    steps_total: NotRequired[int | None]
 
 
 class SitesInstalled(Event):
@@ -588,7 +613,7 @@ class UsageError(Event):
 
 EVENT_KINDS: dict[str, type] = {
     "phase": Phase, "hello": Hello, "overlay": Overlay, "compiling": Compiling, "model_imports": ModelImports,
-    "model": Model, "script_engine": ScriptEngine,
+    "model": Model, "script_engine": ScriptEngine, "load": Load,
     "sites": SitesInstalled, "partition": Partition, "init": Init, "step": Step, "inrun": InRun, "census": Census,
     "trim_at_end": TrimAtEnd, "pins": Pins, "end": End, "error": Error, "usage_error": UsageError,
 }

@@ -92,6 +92,8 @@ REGISTRY: tuple[Metric, ...] = (
         ("slack", "pinned host memory held on CUDA beyond the live pinned tensors, measured"))),
     Metric("part.*", "RSS of a memory-map part", "parts"),
     Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),
+    Metric("load.*", "the model's load from its checkpoint, above the baseline (peak, RSS, anon/file/shared, "
+                     "whole model or partition held)"),
     Metric("site.*", "a code site's retained or peak bytes", "sites"),
     Metric("event.*", "RSS retained or peak per in-run event", unit="B/param per occurrence"),
     Metric("growth.*", "RSS slope over the steps", unit="B/param per step"),

@@ -40,6 +40,8 @@ def script(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any]) -
     return {"path": _of(declared.get("path"), str, "?"), "sha256": _of(declared.get("sha256"), str),
             "args": [a for a in _of(declared.get("args"), list, []) if isinstance(a, str)],
             "stop_after": _of(declared.get("stop_after"), int),
+            # the user's own launch command (rssprobe run -- LAUNCHER ...), when it started the ranks
+            "command": [a for a in _of(declared.get("command"), list, []) if isinstance(a, str)],
             "stopped": _of(end.get("stopped"), str), "unfinished_step": _of(end.get("unfinished_step"), str),
             "engines": len(by_kind.get("init", [])) + sum(1 for e in by_kind.get("inrun", [])
                                                           if e.get("name") == "reinit")}

@@ -296,6 +296,11 @@ class Summary:
                     out[f"node.{point}.{key}"] = figures[f"{key}_bytes_per_param"]
         if node and node["peak_bytes_per_param"] is not None:
             out["node.peak"] = node["peak_bytes_per_param"]
+        if node and node.get("model_peak_bytes_per_param") is not None:
+            out["node.model_peak"] = node["model_peak_bytes_per_param"]
+        for key, value in (self.load() or {}).get("figures", {}).items():
+            if value is not None:
+                out[f"load.{key}"] = value
         for row in self.sites():
             for key in ("retained", "peak"):
                 value = row[f"{key}_bytes_per_param"]
@@ -314,7 +319,11 @@ class Summary:
     def zero(self) -> dict[str, Any]:
         """The ZeRO stage and offloads the run used (its manifest's scenario; store/upgrade.py gives runs made
         before stages 1 and 3 were accepted their stage 2 with the optimizer offloaded)."""
-        z = (self.manifest.get("scenario") or {}).get("zero") or {}
+        scen = self.manifest.get("scenario") or {}
+        z = scen.get("zero") or {}
+        if (scen.get("model") or {}).get("kind") == "script" and not z:
+            # a script's stage is its engine's: one that ended before deepspeed.initialize has none to show
+            return {"stage": None, "offload_optimizer": None, "offload_param": None}
         return {"stage": z.get("stage", 2), "offload_optimizer": z.get("offload_optimizer", "cpu"),
                 "offload_param": z.get("offload_param")}
 
@@ -372,7 +381,8 @@ class Summary:
             "baseline_rss_bytes": self.baseline["rss"] if self.baseline else None,
             "phases": self.phases(),
             "budget": self.budget("end"),
-            "budgets": [b for at in ("after_init", "after_first_step", "end") if (b := self.budget(at))],
+            "budgets": [b for at in ("after_load", "after_init", "after_first_step", "end")
+                        if (b := self.budget(at))],
             "census_times": self.census_times(),
             "sites": self.sites(), "site_status": self.site_status(),
             "sites_first_step_only": self.sites_first_step_only(), "sites_steady": self.sites_steady(),
@@ -384,6 +394,7 @@ class Summary:
             "world_size": m.get("world_size", 1), "rank": self.rank, "partition_params": self.partition_params,
             "ranks": self.per_rank() if self.rank == 0 and m.get("world_size", 1) > 1 else None,
             "node": self.node() if self.rank == 0 else None,
+            "load": self.load(),
             "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
         }
 
@@ -431,7 +442,31 @@ class Summary:
         end = points.get("end", {})
         return {"ranks": world, "points": points, "rss_bytes": end.get("rss_bytes"), "pss_bytes": end.get("pss_bytes"),
                 "peak_rss_bytes": peak, "peak_bytes_per_param": self.bpp(peak),
-                "peak_samples": sampled.get("samples"), "peak_interval_s": sampled.get("interval_s")}
+                "peak_samples": sampled.get("samples"), "peak_interval_s": sampled.get("interval_s"),
+                # while the ranks built or loaded their model (run/nodewatch.py): absolute bytes and per parameter
+                "model_peak_rss_bytes": sampled.get("model_peak_rss_bytes"),
+                "model_peak_bytes_per_param": self.bpp(sampled.get("model_peak_rss_bytes")),
+                "model_peak_samples": sampled.get("model_samples")}
+
+    def load(self) -> dict[str, Any] | None:
+        """The model's load from its checkpoint (worker/loading.py), above the pre-model baseline: its exact peak,
+        RSS after it split anonymous / file-backed / shared, and what this rank holds (the whole model or its
+        partition), per parameter of the whole model. None when the model was built, not loaded."""
+        e = self._first("load")
+        if e is None or not self.baseline:
+            return None
+        base, smaps, base_smaps = self.baseline["rss"], e.get("smaps") or {}, self.baseline.get("smaps") or {}
+
+        def above(key: str) -> float | None:
+            return self.bpp(smaps[key] - base_smaps[key]) if key in smaps and key in base_smaps else None
+
+        figures = {"peak": self.bpp(e["peak"] - base), "rss": self.bpp(e["rss"] - base),
+                   "anon": above("anonymous"), "file": above("file_backed"), "shmem": above("pss_shmem"),
+                   "whole": self.bpp(e["whole_bytes"]),
+                   "partition": self.bpp(e["partition_bytes"])}
+        return {"how": e["how"], "time_s": e["time_s"], "zero_init": e["zero_init"], "holds": e["holds"],
+                "checkpoint": e.get("checkpoint"), "peak_bytes": e["peak"] - base, "rss_bytes": e["rss"] - base,
+                "whole_bytes": e["whole_bytes"], "partition_bytes": e["partition_bytes"], "figures": figures}
 
     def native(self) -> dict[str, Any] | None:
         """Top native allocation sites per phase (--memray runs), sizes also in bytes per parameter."""

@@ -1,4 +1,5 @@
-"""The run matrix: one run group per cell of torch x deepspeed x patch x allocator, resumable and shardable.
+"""The run matrix: one run group per cell of torch x deepspeed [x transformers x accelerate] x patch x allocator,
+resumable and shardable.
 
 Cells run one at a time (memory figures of concurrent runs would disturb each other); a cell whose
 environment cannot be built is marked failed while the rest goes on. The campaign engine resumes (a
@@ -46,24 +47,32 @@ class Cell:
     deepspeed: str | None
     patch: str
     allocator: str
+    transformers: str | None = None  # None: no transformers axis (the env's own, if any)
+    accelerate: str | None = None
 
     @property
     def id(self) -> str:
         parts = [f"torch{self.torch}" if self.torch else "", f"ds{self.deepspeed}" if self.deepspeed else "",
-                 self.patch, self.allocator]
+                 f"tf{self.transformers}" if self.transformers else "",
+                 f"acc{self.accelerate}" if self.accelerate else "", self.patch, self.allocator]
         return layout.slug("-".join(p for p in parts if p))
 
     @property
-    def env_key(self) -> tuple[str | None, str | None, str]:
+    def env_key(self) -> tuple[str | None, ...]:
         """Cells that a patch effect compares: same versions and allocator."""
-        return self.torch, self.deepspeed, self.allocator
+        return self.torch, self.deepspeed, self.transformers, self.accelerate, self.allocator
+
+    def extras(self, this_accelerate: str | None = None) -> tuple[str, ...]:
+        """The library axes' requirements of this cell's environment (transformers brings accelerate)."""
+        return envs.library_extras(self.transformers, self.accelerate, this_accelerate)
 
 
-def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators: list[str]) -> list[Cell]:
-    """Env pairs outermost, so each environment is built once and its cells run together (in one shard)."""
-    product = itertools.product(torch or [None], deepspeed or [None], patches or [BASELINE],
-                                allocators or ["glibc"])
-    return [Cell(*values) for values in product]
+def cells(torch: list[str], deepspeed: list[str], patches: list[str], allocators: list[str],
+          transformers: list[str] | None = None, accelerate: list[str] | None = None) -> list[Cell]:
+    """Env tuples outermost, so each environment is built once and its cells run together (in one shard)."""
+    product = itertools.product(torch or [None], deepspeed or [None], transformers or [None], accelerate or [None],
+                                patches or [BASELINE], allocators or ["glibc"])
+    return [Cell(t, d, p, a, tf, acc) for t, d, tf, acc, p, a in product]
 
 
 # ---- each cell's figures, and a patch's effect against its baseline --------------------------------------
@@ -114,7 +123,8 @@ def not_done(cells_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def table(directory: Path) -> dict[str, Any]:
     """The matrix's table: every cell's state, versions, figures and effects."""
     c = Campaign.read(directory, "matrix")
-    data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"]))
+    data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e.get("transformers"),
+                                                   e.get("accelerate"), e["allocator"]))
     out = {"matrix": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
     return {"answer": answers.campaign("matrix", out), **out}
@@ -128,6 +138,8 @@ class MatrixRequest:
     sets: list[str]
     torch: list[str] = field(default_factory=list)
     deepspeed: list[str] = field(default_factory=list)
+    transformers: list[str] = field(default_factory=list)  # releases, or a local clone's PATH[@REV]
+    accelerate: list[str] = field(default_factory=list)
     patches: list[str] = field(default_factory=list)
     allocators: list[str] = field(default_factory=list)
     repeat: int = 3
@@ -178,10 +190,17 @@ def run(m: MatrixRequest) -> Outcome:
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
             "patch": values(m.patches) or [BASELINE], "allocator": values(m.allocators) or ["glibc"]}
+    libraries = {name: values(getattr(m, name)) for name in envs.LIBRARIES}
     envs.check_versions("--torch", axes["torch"])
     envs.check_versions("--deepspeed", axes["deepspeed"])
-    if m.python and (axes["torch"] or axes["deepspeed"]):
+    for name, given in libraries.items():
+        envs.check_versions(f"--{name}", given)
+        for value in given:
+            envs.library_requirement(name, value)  # a clone that is not there: refused before any run
+    if m.python and (axes["torch"] or axes["deepspeed"] or any(libraries.values())):
         raise UserError("--python fixes torch and DeepSpeed for every cell; drop --torch/--deepspeed or --python")
+    if any(libraries.values()) and not (axes["torch"] or axes["deepspeed"]):  # a library axis needs an env
+        axes["torch"] = [host.package_version("torch") or "?"]
     if bool(axes["torch"]) != bool(axes["deepspeed"]):  # an env needs both: the other is this Python's version
         missing = "deepspeed" if axes["torch"] else "torch"
         axes[missing] = [host.package_version(missing) or "?"]
@@ -191,9 +210,11 @@ def run(m: MatrixRequest) -> Outcome:
     specs = patch_specs(scen, axes["patch"])
     worker_python = envs.resolve_python(None, m.python)[0] if m.python else None
     definition = {"scenario": m.scenario_ref, "sets": sets, "repeat": m.repeat, "python": worker_python, **axes,
+                  **{name: given for name, given in libraries.items() if given},
                   **({"malloc_env": m.malloc_env} if m.malloc_env else {})}
     directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
-    all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"])
+    all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"],
+                      libraries["transformers"], libraries["accelerate"])
     if m.dry_run:
         return Outcome("matrix-list", _listing(all_cells, directory, m.repeat, shard))
     c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
@@ -219,7 +240,9 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
 
         def run_cell(group_dir: Path, cell: Cell = cell, done: int = done) -> list[str]:
             bar.show(done, f"cell {cell.id}")
-            worker, env_name = (python, None) if python else envs.for_versions(cell.torch, cell.deepspeed, m.pip, say)
+            worker, env_name = (python, None) if python else envs.for_versions(cell.torch, cell.deepspeed, m.pip, say,
+                                                                                cell.extras(
+                                                                                    host.package_version("accelerate")))
             argv = rerun_argv(m.scenario_ref, sets, specs[cell.patch], m.repeat, group_dir, env_name, worker,
                               cell.allocator, m.malloc_env)
             req = launch.RunRequest(scenario=scen, scenario_ref=m.scenario_ref, label=cell.patch,
@@ -248,7 +271,8 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
 
 def _listing(all_cells: list[Cell], directory: Path, repeat: int, shard: Shard | None) -> dict[str, Any]:
     return {"matrix": str(directory), "repeat": repeat, "shard": str(shard) if shard else None,
-            "cells": [{"id": c.id, "torch": c.torch, "deepspeed": c.deepspeed, "patch": c.patch,
+            "cells": [{"id": c.id, "torch": c.torch, "deepspeed": c.deepspeed, "transformers": c.transformers,
+                       "accelerate": c.accelerate, "patch": c.patch,
                        "allocator": c.allocator, "finished": engine.finished(directory / c.id, repeat),
                        "shard": shard.owner(i, len(all_cells)) if shard else None}
                       for i, c in enumerate(all_cells)]}

@@ -4,6 +4,9 @@ A scale directory holds
   scale.json          what the sweep is (scenario, sizes, options, command) and its groups
   params-<N>/         one run group (GroupDir, `rssprobe show` works on it) per model size,
                       N the parameter count the model actually has
+  size-<V>/           a script's sweep (`--script train.py --size-arg layers=1,2,4`): one group per value V of
+                      the script's own size option; its parameter count is the one the run measured (the
+                      index's params: 0 until a run of that size finished)
 Re-running the same command reuses every group whose runs all ended (ok, failed, timeout);
 an unfinished group (interrupted) is run again whole. The fit (analysis/sweep.py) keeps runs that did
 not end ok out, and names them.
@@ -15,11 +18,13 @@ import dataclasses
 import hashlib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
+from ..config.script import args_set
 from ..contract import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
@@ -51,6 +56,37 @@ def parse_sizes(text: str) -> list[float]:
     return sizes
 
 
+@dataclass(frozen=True)
+class SizeArg:
+    """A script's own size option and its values: `layers=1,2,4` runs the script with `--layers 1` and so on,
+    after its other arguments (argparse takes the last occurrence)."""
+
+    flag: str
+    values: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> SizeArg:
+        name, sep, values = text.partition("=")
+        name = name.strip().lstrip("-")
+        items = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not sep or not name or not items:
+            raise UserError(f"--size-arg {text}: expected NAME=V1,V2,... (the script's option, e.g. layers=1,2,4)")
+        if len(set(items)) < 2:
+            raise UserError(f"--size-arg {text}: a sweep needs at least 2 distinct values")
+        return cls(f"--{name}", items)
+
+    def group(self, value: str) -> str:
+        return f"size-{layout.slug(value, layout.NAME_PART)}"
+
+
+def script_scenarios(ref: str, sets: list[str], script_args: list[str], size: SizeArg) -> list[scenario.Scenario]:
+    """One script run configuration per value of the script's size option (its parameter count is measured)."""
+    scens = [scenario.load(ref, [*sets, args_set([*script_args, size.flag, value])]) for value in size.values]
+    for scen in scens:
+        preflight.check_machine(scen)
+    return scens
+
+
 def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenario.Scenario]:
     """One scenario per size (--set model.params=N), sorted; two sizes that build one model are refused."""
     scens = [scenario.load(ref, [*sets, f"model.params={size!r}"]) for size in sizes]
@@ -79,11 +115,30 @@ RunGroup = Callable[..., tuple[GroupDir, list[str]]]  # run/group.run_group(req,
 Say = Callable[[str], None]
 
 
+def _measured_params(group: Path) -> int:
+    """The parameter count a finished run of the group measured (0: none finished)."""
+    if not GroupDir.is_group(group):
+        return 0
+    for run in GroupDir(group).present():
+        try:
+            params = run.manifest().get("params")
+        except UserError:
+            continue
+        if isinstance(params, int) and not isinstance(params, bool) and params > 0:
+            return params
+    return 0
+
+
 def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, scens: list[scenario.Scenario],
-        repeat: int, run_group: RunGroup, fresh: bool = False, say: Say = print, shard: Shard | None = None) -> bool:
-    """Run every size (of this shard) not yet finished into directory; True if interrupted (Ctrl-C)."""
+        repeat: int, run_group: RunGroup, fresh: bool = False, say: Say = print, shard: Shard | None = None,
+        size_arg: SizeArg | None = None) -> bool:
+    """Run every size (of this shard) not yet finished into directory; True if interrupted (Ctrl-C). A script's
+    sweep (`size_arg`) names its groups by the option's values and records the parameter counts its runs measure."""
     c = Campaign.open(directory, "scale", definition, fresh, shard)
-    sizes = [{"params": s.model.n_params, "dir": layout.scale_group(s.model.n_params)} for s in scens]
+    keys = [size_arg.group(v) for v in size_arg.values] if size_arg else \
+        [layout.scale_group(s.model.n_params) for s in scens]
+    sizes = [{"params": _measured_params(directory / key) if size_arg else s.model.n_params, "dir": key}
+             for key, s in zip(keys, scens, strict=True)]
     c.index.update({"scenario": base.scenario_ref, "scenario_name": base.scenario.name, "label": base.label,
                     "sizes": definition["sizes"], "params": [g["params"] for g in sizes], "repeat": repeat,
                     "options": {k: v for k, v in definition.items() if k not in ("scenario", "sizes", "repeat")},
@@ -91,11 +146,11 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
     c.set_entries(sizes)
     c.save()
     total = len(scens) * repeat
-    for k, scen in enumerate(scens):
-        key = layout.scale_group(scen.model.n_params)
+    for k, (key, scen) in enumerate(zip(keys, scens, strict=True)):
         if not c.owns(key):
             continue
-        where = f"size {k + 1}/{len(scens)} ({scen.model.n_params / 1e6:.1f} M params)"
+        what = f"{size_arg.flag} {size_arg.values[k]}" if size_arg else f"{scen.model.n_params / 1e6:.1f} M params"
+        where = f"size {k + 1}/{len(scens)} ({what})"
         first, last = k * repeat + 1, (k + 1) * repeat
 
         def run_size(group: Path, scen: scenario.Scenario = scen, where: str = where, first: int = first,
@@ -106,6 +161,8 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
             return run_group(req, repeat, title=f"{scen.name} {base.label}, {where}")[1]
 
         got = c.ensure(key, repeat, run_size)
+        if size_arg:  # the script's model: its size is what its runs measured
+            c.update(key, params=_measured_params(directory / key))
         if got.reused:
             say(f"sweep {directory.name}: {where} already finished, reused")
         elif got.status == "interrupted":
@@ -113,15 +170,24 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
     return False
 
 
-def sweep(sizes: list[float], s: groups.Start, out: Path | None, fresh: bool, shard_spec: str | None = None
-          ) -> Outcome:
-    """`rssprobe scale`: run (or resume) the sweep, and its fit; exit 130 interrupted, 1 runs lost, else 0."""
+def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh: bool, shard_spec: str | None = None,
+          script_args: list[str] | None = None) -> Outcome:
+    """`rssprobe scale`: run (or resume) the sweep, and its fit; exit 130 interrupted, 1 runs lost, else 0. `sizes`
+    is model sizes in parameters (a scenario), or a script's own size option (SizeArg, with the script's other
+    arguments in `script_args`)."""
     shard = Shard.parse(shard_spec)
-    scens = size_scenarios(s.scenario_ref, s.sets, sizes)
+    size_arg = sizes if isinstance(sizes, SizeArg) else None
+    if size_arg is not None:
+        scens = script_scenarios(s.scenario_ref, s.sets, script_args or [], size_arg)
+    else:
+        assert isinstance(sizes, list)
+        scens = size_scenarios(s.scenario_ref, s.sets, sizes)
     req = groups.build_request(s)
-    what = definition(req, sizes, s.repeat, s.sets)
+    what = definition(req, [] if size_arg else sizes, s.repeat, s.sets)  # type: ignore[arg-type]
+    if size_arg is not None:
+        what.update(size_arg=[size_arg.flag, list(size_arg.values)], script_args=list(script_args or []))
     directory = out or engine.default_dir(layout.scale_root(), f"{req.scenario.name}-{req.label}", what)
-    interrupted = run(directory, what, req, scens, s.repeat, groups.run_group, fresh, say, shard)
+    interrupted = run(directory, what, req, scens, s.repeat, groups.run_group, fresh, say, shard, size_arg)
     data = Sweep.load(directory).as_dict()
     say(f"scale directory: {directory}")
     lost = [p for p in data["problems"] if not (shard and p == NO_FIT)]  # a shard may hold one size only

@@ -28,6 +28,9 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @common_args.script_options
 @click.option("--deepspeed", "ds_list", metavar="V,V,...", help="Ordered DeepSpeed versions to search.")
 @click.option("--torch", "torch_list", metavar="V[,V...]", help="Ordered torch versions, or the one torch to use.")
+@click.option("--transformers", "tf_list", metavar="V,V,...",
+              help="Ordered transformers releases or local-clone revisions PATH@REV, or the one to use.")
+@click.option("--accelerate", "acc_list", metavar="V,V,...", help="Ordered accelerate releases, or the one to use.")
 @click.option("--components", metavar="SET|A,B,...", help="Delta-debug the components of a patch set.")
 @click.option("--deepspeed-src", type=click.Path(path_type=Path, file_okay=False), help="A DeepSpeed git checkout.")
 @click.option("--good", help="With --deepspeed-src: a revision without the change.")
@@ -54,7 +57,7 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @pip_flags
 @format_option()
 def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, torch_list: str | None,
-            components: str | None,
+            tf_list: str | None, acc_list: str | None, components: str | None,
             deepspeed_src: Path | None, good: str | None, bad: str | None, limits: Path | None, limit: float | None,
             metric: str, direction: str, repeat: int, retries: int, threshold: float, alpha: float,
             steps: int | None, overrides: tuple[str, ...], out: Path | None, fresh: bool, keep_envs: bool,
@@ -65,6 +68,7 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
     assert scenario_ref is not None
     outcome = bisect(BisectRequest(
         scenario_ref=scenario_ref, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
+        transformers=common_args.split(tf_list), accelerate=common_args.split(acc_list),
         components=components, deepspeed_src=deepspeed_src, good=good, bad=bad, limits=limits, limit=limit,
         metric=metric, direction=direction, repeat=repeat, retries=retries, threshold=threshold, alpha=alpha,
         sets=common_args.sets_of((*script_sets, *overrides), steps), out=out, fresh=fresh, keep_envs=keep_envs,

@@ -16,7 +16,7 @@ import click
 
 from ..analysis import stats
 from ..config.allocators import ALLOCATORS
-from ..config.script import args_set
+from ..config.script import args_set, command_set, split_command
 from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
@@ -201,10 +201,26 @@ def script_options(f: F) -> F:
                         help="Run a DeepSpeed training script instead of a scenario (its arguments after --).")(f)
 
 
-def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default"
-                       ) -> tuple[str | None, list[str]]:
+def launch_command(args: tuple[str, ...], script: Path | None, argv: list[str]) -> list[str] | None:
+    """The user's own launch command (`rssprobe run -- deepspeed --num_gpus 2 train.py ARGS`): the words after a
+    `--` that nothing but options stands before, when the first is not itself a .py script; else None."""
+    if script is not None or "--" not in argv or not args:
+        return None
+    after = argv[argv.index("--") + 1:]
+    if list(after) != list(args) or after[0].endswith(".py"):
+        return None  # [SCENARIO] -- ..., or train.py -- ARGS: not a launcher's command line
+    return list(after)
+
+
+def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default",
+                       argv: list[str] | None = None) -> tuple[str | None, list[str]]:
     """(scenario reference, extra --set values) from [SCENARIO] or --script PATH [-- ARGS]: a script is a
-    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py)."""
+    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py); with
+    `argv` (the command line), `-- LAUNCHER ... train.py ARGS` is the user's own launch command (script.command)."""
+    command = launch_command(args, script, argv) if argv is not None else None
+    if command is not None:
+        path, script_args = split_command(command)
+        return path, [args_set(script_args), command_set(command)]
     if script is None and args and args[0].endswith(".py"):  # rssprobe run train.py -- ARGS: the same
         script, args = Path(args[0]), args[1:]
     if script is not None:

@@ -31,6 +31,10 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
               help="torch versions (default: the worker Python's own).")
 @click.option("--deepspeed", "ds_versions", multiple=True, metavar="V[,V...]",
               help="DeepSpeed versions, or source paths PATH[@REV] (default: the worker Python's own).")
+@click.option("--transformers", "tf_versions", multiple=True, metavar="V[,V...]",
+              help="transformers releases, or a local clone PATH[@REV] (an environment per value).")
+@click.option("--accelerate", "acc_versions", multiple=True, metavar="V[,V...]",
+              help="accelerate releases, or a local clone PATH[@REV] (an environment per value).")
 @click.option("--patch", "patches", multiple=True, metavar="P[,P...]",
               help="The patch axis: each value is one cell's patches (baseline, patched, an intervention or set, "
                    "or a+b for two at once; default: baseline).")
@@ -50,8 +54,9 @@ from .common_args import format_option, fresh_option, malloc_env_option, pip_fla
 @pip_flags
 @format_option()
 def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, with_optional: tuple[str, ...],
-            torch_versions: tuple[str, ...], ds_versions: tuple[str, ...],
-            patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int, steps: int | None,
+            torch_versions: tuple[str, ...], ds_versions: tuple[str, ...], tf_versions: tuple[str, ...],
+            acc_versions: tuple[str, ...], patches: tuple[str, ...], allocators: tuple[str, ...], repeat: int,
+            steps: int | None,
             overrides: tuple[str, ...], out: Path | None, dry_run: bool, retry_failed: bool, fresh: bool,
             python: str | None, shard: str | None, malloc_env: tuple[str, ...], find_links: tuple[str, ...],
             index_url: str | None, fmt: str, torch_alloc_conf: str | None) -> None:
@@ -60,8 +65,8 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
     With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/config/plan.py)."""
     scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if plan_file is not None:
-        if scenario_ref or torch_versions or ds_versions or patches or allocators or steps or overrides or python \
-                or torch_alloc_conf:
+        if scenario_ref or torch_versions or ds_versions or tf_versions or acc_versions or patches or allocators \
+                or steps or overrides or python or torch_alloc_conf:
             raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
                                    "--out, --dry-run, --optional, --retry-failed, --fresh, --shard, --format and "
                                    "pip options")
@@ -73,7 +78,8 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
         outcome = matrix.run(matrix.MatrixRequest(
             scenario_ref=scenario_ref,
             sets=common_args.sets_of((*script_sets, *overrides), steps, *common_args.alloc_conf_sets(torch_alloc_conf)),
-            torch=list(torch_versions), deepspeed=list(ds_versions), patches=list(patches),
+            torch=list(torch_versions), deepspeed=list(ds_versions), transformers=list(tf_versions),
+            accelerate=list(acc_versions), patches=list(patches),
             allocators=list(allocators), repeat=repeat, out=out, dry_run=dry_run, retry_failed=retry_failed,
             fresh=fresh, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
             pip=envs.pip_options(find_links, index_url), shard=shard))

@@ -1,4 +1,5 @@
-"""rssprobe scale: the scenario at several model sizes; every figure fitted as fixed + slope x params."""
+"""rssprobe scale: the scenario (or a training script) at several model sizes; every figure fitted as
+fixed + slope x params."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..campaign import scale
+from ..errors import UserError
 from ..log import say
 from ..reporters import show
 from ..run.group import TRIM_AT_END, Start
@@ -16,10 +18,14 @@ from . import common_args
 
 @click.command("scale", epilog=common_args.examples(
     "rssprobe scale default --params 4e6,16e6,64e6 --repeat 2",
-    "rssprobe scale tiny --params 1e6,4e6 --patched"))
-@click.argument("scenario_ref", metavar="SCENARIO")
-@click.option("--params", "params_text", required=True, metavar="N,N[,N...]",
+    "rssprobe scale tiny --params 1e6,4e6 --patched",
+    "rssprobe scale --script train.py --size-arg layers=1,2,4 -- --deepspeed_config ds.json"))
+@common_args.script_options
+@click.option("--params", "params_text", metavar="N,N[,N...]",
               help="Model sizes in parameters, e.g. 4e6,16e6,64e6 (sets model.params; at least 2 distinct).")
+@click.option("--size-arg", "size_arg", metavar="NAME=V,V[,V...]",
+              help="A script's own size option and its values, e.g. layers=1,2,4: each size runs the script with "
+                   "--layers 1 (and so on) after its arguments; the parameter counts are measured.")
 @common_args.configuration_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Scale directory (default reports/scale/<scenario>-<label>-<hash>); rerunning resumes it.")
@@ -28,18 +34,31 @@ from . import common_args
 @common_args.fresh_option
 @common_args.shard_option
 @common_args.format_option()
-def command(scenario_ref: str, params_text: str, steps: int | None, overrides: tuple[str, ...],
+def command(args: tuple[str, ...], script: Path | None, params_text: str | None, size_arg: str | None,
+            steps: int | None, overrides: tuple[str, ...],
             world_size: int | None, baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
             repeat: int, env_ref: str | None, python: str | None, out: Path | None, trim_at_end: bool, fresh: bool,
             shard: str | None, fmt: str, torch_alloc_conf: str | None) -> None:
-    """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params."""
-    sets = common_args.sets_of(overrides, steps, *([f"world_size={world_size}"] if world_size is not None else []),
-                               TRIM_AT_END, *common_args.alloc_conf_sets(torch_alloc_conf))
-    outcome = scale.sweep(scale.parse_sizes(params_text), Start(
+    """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params; or a
+    training script at each value of its own size option: --script train.py --size-arg layers=1,2,4 -- ARGS."""
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
+    if scenario_ref is None:
+        raise UserError("scale: name a SCENARIO, or --script train.py")
+    is_script = scenario_ref.endswith(".py")
+    if (params_text is None) == (size_arg is None) or (size_arg is not None) != is_script:
+        raise UserError("scale: give --params N,N,... (a scenario's sizes) or, for a script, --size-arg NAME=V,V,... "
+                        "(its own size option); one of them")
+    sizes = scale.SizeArg.parse(size_arg) if size_arg is not None else scale.parse_sizes(params_text or "")
+    script_args = list(args[1:] if script is None else args) if is_script else []
+    sets = common_args.sets_of([*script_sets, *overrides], steps,
+                               *([f"world_size={world_size}"] if world_size is not None else []), TRIM_AT_END,
+                               *common_args.alloc_conf_sets(torch_alloc_conf))
+    outcome = scale.sweep(sizes, Start(
         scenario_ref=scenario_ref, sets=sets, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard)
+        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard,
+        script_args)
     show.scale(outcome.data, fmt)
     if trim_at_end:  # said once the sweep is done, so that no note stands before an error
         say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")

@@ -41,6 +41,26 @@ class _Strict(BaseModel):
 LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
 
 
+class FromPretrained(_Strict):
+    """How a transformers model is loaded from its checkpoint (model.load = "checkpoint"): the checkpoint is the
+    configured model with random weights, written once with save_pretrained (cached by shape under the cache root,
+    run/checkpoints.py), and loaded with from_pretrained offline in every run (worker/loading.py)."""
+
+    dtype_on_disk: Literal["bf16", "fp32"] = Field("fp32", description="the checkpoint's tensors on disk")
+    format: Literal["safetensors", "bin"] = Field("safetensors", description="save_pretrained's safe_serialization")
+    shards: int = Field(4, gt=0, le=1000, description="files the checkpoint is cut into (max_shard_size = its bytes "
+                                                       "/ shards), as real checkpoints are sharded")
+    torch_dtype: Literal["auto", "bf16", "fp32"] = Field("auto", description="from_pretrained's dtype (auto: the "
+                                                                               "checkpoint's)")
+    low_cpu_mem_usage: bool = Field(False, description="from_pretrained's low_cpu_mem_usage (transformers >= 5 "
+                                                       "ignores it: always low; 4.x refuses it with ZeRO-3 and needs "
+                                                       "accelerate for it)")
+    hf_ds_config: Literal["before", "after"] = Field(
+        "before", description="the Hugging Face DeepSpeed config (HfDeepSpeedConfig, what TrainingArguments(deepspeed="
+                              "...) makes) made before from_pretrained (at ZeRO-3: zero.Init partitions during the "
+                              "load) or after it (every rank loads the whole model: FAI-RL #68's order)")
+
+
 class Model(_Strict):
     """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width (kind linear);
     a Hugging Face causal LM built from a config (kind transformers, config/hfconfig.py); or a script's own."""
@@ -60,6 +80,11 @@ class Model(_Strict):
         "relu", description="nonlinearity between the Linear layers (torch.nn)")
     activation_checkpointing: Literal["non_reentrant", "reentrant", False] = Field(
         False, description="torch.utils.checkpoint around each layer (its activation recomputed in backward)")
+    load: Literal["config", "checkpoint"] = Field(
+        "config", description="kind transformers: build from the config (random weights), or load a checkpoint of "
+                              "that model with from_pretrained (a load phase before initialize; "
+                              "[model.from_pretrained])")
+    from_pretrained: FromPretrained | None = Field(None, description="model.load = \"checkpoint\": how it loads")
 
     # kind transformers: what config/hfconfig.py resolved from the config (layers, params, tensors)
     _resolved: dict[str, int] | None = PrivateAttr(None)
@@ -68,9 +93,11 @@ class Model(_Strict):
     def _one_size(self) -> Model:
         if self.kind != "linear":
             return self._not_linear()
-        for key in ("hf", "seq_len"):
+        for key in ("hf", "seq_len", "from_pretrained"):
             if getattr(self, key) is not None:
                 raise ValueError(f"{key} applies to kind = \"transformers\" (this model is kind = \"linear\")")
+        if self.load != "config":
+            raise ValueError("load applies to kind = \"transformers\" (this model is kind = \"linear\")")
         if (self.params is None) == (self.layers is None):
             raise ValueError("give exactly one of model.params or model.layers")
         if self.n_layers > hfconfig.MAX_LAYERS:
@@ -82,6 +109,12 @@ class Model(_Strict):
         return self
 
     def _not_linear(self) -> Model:
+        if self.kind != "transformers" and (self.load != "config" or self.from_pretrained is not None):
+            raise ValueError(f"load applies to kind = \"transformers\" (this model is kind = \"{self.kind}\")")
+        if self.load == "checkpoint" and self.from_pretrained is None:
+            self.from_pretrained = FromPretrained()
+        if self.load == "config" and self.from_pretrained is not None:
+            raise ValueError("[model.from_pretrained] needs model.load = \"checkpoint\"")
         given = [k for k in LINEAR_ONLY if k in self.model_fields_set]
         if given:
             raise ValueError(f"{given[0]} applies to kind = \"linear\" (this model is kind = \"{self.kind}\")")
@@ -223,6 +256,8 @@ class Script(_Strict):
     sha256: str | None = None
     args: list[str] = Field(default_factory=list, description="its command line (sys.argv[1:])")
     stop_after: int | None = Field(None, gt=0, description="stop the script after N optimizer steps (--steps N)")
+    command: list[str] = Field(default_factory=list, description="the user's own launch command as given (rssprobe "
+                               "run -- deepspeed ... train.py ARGS): it starts the ranks; empty: rssprobe launches")
 
 
 class Scenario(_Strict):
@@ -260,6 +295,8 @@ class Scenario(_Strict):
     def _events_fit(self) -> Scenario:
         if (self.script is None) != (self.model.kind != "script"):
             raise ValueError("model.kind = \"script\" and [script] go together (rssprobe run --script PATH)")
+        if self.script is not None and self.script.command and self.world_size != 1:
+            raise ValueError("world_size: the launcher in the command decides the ranks (rssprobe run -- LAUNCHER ...)")
         if self.steps is None and self.script is None:
             raise ValueError("steps: required (only a script run may leave the step count to the script)")
         if self.script is not None and self.steps is not None:  # a script's loop decides; steps = N stops it

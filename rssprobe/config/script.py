@@ -21,7 +21,7 @@ from ..errors import UserError
 # --set keys a script run takes (a prefix ending in "." takes the whole table)
 SCRIPT_SETS = ("steps", "world_size", "timeout_s", "seed", "name", "description", "probes.", "patches.",
                "torch_alloc_conf",
-               "script.args", "script.stop_after")
+               "script.args", "script.stop_after", "script.command")
 
 
 def check_file(path: Path) -> tuple[Path, str, str]:
@@ -68,12 +68,34 @@ def check_overrides(overrides: list[str], label: str) -> list[str]:
     return out
 
 
-def args_set(args: list[str]) -> str:
-    """A `--set script.args=[...]` value carrying the arguments exactly (a TOML array of basic strings)."""
+def _toml_strings(words: list[str]) -> str:
+    """A TOML array of basic strings carrying the words exactly."""
     def one(arg: str) -> str:
         return json.dumps(arg, ensure_ascii=False).replace("\x7f", "\\u007f")
 
-    return f"script.args=[{', '.join(one(a) for a in args)}]"
+    return f"[{', '.join(one(a) for a in words)}]"
+
+
+def args_set(args: list[str]) -> str:
+    """A `--set script.args=[...]` value carrying the arguments exactly (a TOML array of basic strings)."""
+    return f"script.args={_toml_strings(args)}"
+
+
+def command_set(command: list[str]) -> str:
+    """A `--set script.command=[...]` value: the user's own launch command line, exactly."""
+    return f"script.command={_toml_strings(command)}"
+
+
+def split_command(command: list[str]) -> tuple[str, list[str]]:
+    """(the training script, its arguments) in a launch command line (`deepspeed --num_gpus 2 train.py --x 1`,
+    `torchrun ... train.py`, `accelerate launch ... train.py`, `python train.py`): the first word naming a .py
+    file; one line when there is none (rssprobe probes the ranks that run a Python script)."""
+    for i, word in enumerate(command):
+        if word.endswith(".py") and Path(word).is_file():
+            return word, command[i + 1:]
+    if any(word == "-m" for word in command):
+        raise UserError(f"{' '.join(command)}: a module (-m) is not a script rssprobe can probe; name the .py file")
+    raise UserError(f"{' '.join(command)}: no training script (an existing .py file) in the command")
 
 
 def different(a: dict[str, Any], b: dict[str, Any]) -> str | None:

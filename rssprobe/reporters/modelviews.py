@@ -16,8 +16,9 @@ def script_lines(s: dict[str, Any]) -> list[str]:
         return []
     args = " ".join(sc.get("args") or [])
     notes = [n for n in (sc.get("stopped"), sc.get("unfinished_step")) if n]
+    launched = [f"launched by your command: {' '.join(sc['command'])}"] if sc.get("command") else []
     return [f"script {sc['path']} (sha256 {str(sc.get('sha256'))[:16]}){' -- ' + args if args else ''}"
-            + (f"; {'; '.join(notes)}" if notes else "")]
+            + (f"; {'; '.join(notes)}" if notes else ""), *launched]
 
 
 def _model_lines(s: dict[str, Any]) -> list[str]:

@@ -31,6 +31,7 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         if s.get("params") else f"steps {s['steps_done']}/{s['steps_requested']}",
         *model_lines(s),
         zero_line(s),
+        *load_lines(s),
         f"torch {v.get('torch', NA)}  deepspeed {v.get('deepspeed', NA)}  python {v.get('python', NA)}  "
         f"glibc {v.get('glibc', NA)}  accelerator {s.get('accelerator') or NA}",
         f"allocator {s.get('allocator')}"
@@ -47,9 +48,27 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def load_lines(s: dict[str, Any]) -> list[str]:
+    """The model's load from its checkpoint, when it was loaded: its peak and what stayed, and what the rank holds."""
+    load = s.get("load")
+    if not load:
+        return []
+    f, ck = load["figures"], load.get("checkpoint") or {}
+    files = f"{ck['files']} {ck['format']} files, {mib(ck['bytes'])} MiB on disk" if ck else "its checkpoint"
+    held = {"whole model": f"the whole model ({bpp(f['whole'])} B/param)",
+            "partition": f"its ZeRO-3 partition ({bpp(f['partition'])} B/param of the model)"}.get(
+        load["holds"], f"{load['holds']} (whole {bpp(f['whole'])}, partition {bpp(f['partition'])} B/param)")
+    return [f"load: {load['how']} of {files}, {load['time_s']:.1f} s, zero.Init "
+            f"{'active' if load['zero_init'] else 'not active'}: peak {bpp(f['peak'])} B/param "
+            f"({mib(load['peak_bytes'])} MiB) above the baseline; after it {bpp(f['rss'])} B/param (anonymous "
+            f"{bpp(f['anon'])}, file-backed {bpp(f['file'])}, shared {bpp(f['shmem'])}); this rank holds {held}"]
+
+
 def zero_line(s: dict[str, Any]) -> str:
     """'ZeRO stage 3, offload_optimizer cpu, offload_param cpu': what the run's figures are figures of."""
     z = s.get("zero") or {}
+    if z.get("stage", NA) is None:
+        return "ZeRO stage not known: the script ended before deepspeed.initialize"
     offloads = [f"{k} {z[k]}" for k in ("offload_optimizer", "offload_param") if z.get(k)]
     return ", ".join([f"ZeRO stage {z.get('stage', NA)}", *offloads])
 
@@ -222,6 +241,9 @@ def node_table(s: dict[str, Any]) -> Table | None:
         t.rows.append([point, mib(f["rss_bytes"]), mib(f["pss_bytes"]), bpp(f["rss_bytes_per_param"]),
                        bpp(f["pss_bytes_per_param"])])
     t.rows.append(["peak (sampled)", mib(node["peak_rss_bytes"]), NA, bpp(node["peak_bytes_per_param"]), NA])
+    if node.get("model_peak_rss_bytes") is not None:  # while the ranks built or loaded the model, all at once
+        t.rows.append(["model build/load peak (sampled)", mib(node["model_peak_rss_bytes"]), NA,
+                       bpp(node["model_peak_bytes_per_param"]), NA])
     t.note = (f"peak: the largest sum of the ranks' RSS the orchestrator saw, sampled every "
               f"{node['peak_interval_s']} s ({node['peak_samples']} samples; a shorter transient can be missed). "
               "PSS shares shared pages among the ranks (libtorch's code, shared buffers); the RSS sum counts "

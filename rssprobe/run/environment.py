@@ -52,6 +52,22 @@ def alloc_conf_probe(python: str) -> dict[str, str]:
     return {k: v for k, v in probe(python).items() if k not in (TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV)}
 
 
+LAUNCHED_HOOK = str(Path(__file__).resolve().parents[1] / "worker" / "launched")  # its sitecustomize.py
+
+
+def launched(env: dict[str, str], run_dir: Path, script: str) -> dict[str, str]:
+    """A run the user's own launcher starts (rssprobe run -- deepspeed ... train.py): the worker's environment
+    (its one-process rendezvous is what `python train.py` needs; a launcher sets each rank's own over it) less
+    LOCAL_SIZE (the launcher's: the worker takes torchrun's LOCAL_WORLD_SIZE), and the hook that makes every
+    process running `script` a probed rank of `run_dir` (worker/launched/sitecustomize.py). The run travels in
+    PYTHON-prefixed variables, which DeepSpeed's launcher forwards to other nodes with PYTHONPATH."""
+    out = {k: v for k, v in env.items() if k != "LOCAL_SIZE"}
+    out["PYTHONPATH"] = os.pathsep.join([LAUNCHED_HOOK, out["PYTHONPATH"]])
+    out.update({"PYTHON_RSSPROBE_RUN": str(run_dir.resolve()), "PYTHON_RSSPROBE_SCRIPT": str(Path(script).resolve()),
+                "PYTHON_RSSPROBE_OPS": out["TORCH_EXTENSIONS_DIR"]})
+    return out
+
+
 def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, str], torch_version: str,
            ds_version: str, torch_alloc_conf: str | None = None, hub_offline: bool = False) -> dict[str, str]:
     """Everything one run's worker (or torchrun and its ranks) gets; `hub_offline` for a transformers model."""

@@ -35,9 +35,12 @@ def exit_code(status: str) -> int:
 def run_one(req: launch.RunRequest, title: str = "") -> launch.RunResult:
     """One run with a progress bar."""
     prepared = launch.prepare(req)
-    with RunProgress(req.scenario.steps, title or f"{req.scenario.name} [{req.label}]",
+    script = req.scenario.script  # a script's loop decides its steps: --steps N caps them, else it may say
+    total = req.scenario.steps if script is None else script.stop_after
+    with RunProgress(total, title or f"{req.scenario.name} [{req.label}]",
                      ranks=req.scenario.world_size) as progress:
-        return launch.run(prepared, progress)
+        # a script's own output (its loss lines) goes to the terminal as it comes, and stays in the log
+        return launch.run(prepared, progress, progress.output if script is not None else None)
 
 
 def run_group(req: launch.RunRequest, repeat: int, title: str = "") -> tuple[GroupDir, list[str]]:

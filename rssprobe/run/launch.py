@@ -29,7 +29,8 @@ from ..errors import UserError
 from ..store import claim, judgement, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
-from . import environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
+from . import checkpoints, environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
+from .deadline import Deadline, LogTail
 
 
 @dataclass
@@ -61,7 +62,11 @@ def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[st
 
 
 def worker_command(req: RunRequest, run_dir: RunDir, port: str) -> list[str]:
-    """One worker process, or N ranks under torchrun (gloo on CPU, NCCL with GPUs) on a free port."""
+    """One worker process, or N ranks under torchrun (gloo on CPU, NCCL with GPUs) on a free port; or the user's
+    own launch command as given (its ranks take over through worker/launched/sitecustomize.py)."""
+    script = req.scenario.script
+    if script is not None and script.command:
+        return list(script.command)
     worker = ["-m", "rssprobe.worker", str(run_dir.path)]
     n = req.scenario.world_size
     if n == 1:
@@ -80,13 +85,14 @@ def _dead_rank(log: str) -> tuple[int, int] | None:
     return (int(rank.group(1)), int(code.group(1))) if rank and code else None
 
 
-def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out: bool,
+def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out: bool | str,
                  interrupted: bool) -> tuple[str, str | None]:
     kinds = {e["event"]: e for e in events}
     if "usage_error" in kinds:
         return "failed", kinds["usage_error"]["message"]
-    if timed_out:
-        return "timeout", "the worker ran past the scenario's timeout_s and was killed"
+    if timed_out:  # a string says why (run/deadline.py)
+        return "timeout", timed_out if isinstance(timed_out, str) else \
+            "the worker ran past the scenario's timeout_s and was killed"
     end = kinds.get("end")
     if interrupted or (end and end.get("status") == "interrupted"):
         return "interrupted", "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
@@ -130,6 +136,8 @@ def prepare(req: RunRequest) -> Prepared:
         raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
     run_dir = RunDir.create(req.out, req.scenario.name, req.label)
+    if req.scenario.script is not None and req.scenario.script.command:  # the user's launcher starts the ranks
+        env = environment.launched(env, run_dir.path, req.scenario.script.path)
     overlay_dir = run_dir.path / contract.OVERLAY
     try:
         patch_records = overlay.prepare(req.patch_files, overlay_dir) if req.patch_files else []
@@ -139,6 +147,8 @@ def prepare(req: RunRequest) -> Prepared:
     resolved = req.scenario.model_dump(mode="json")
     if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
         resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
+        if req.scenario.model.load == "checkpoint":  # written once per shape, loaded by every run
+            resolved["model"]["from_pretrained"]["path"] = str(checkpoints.ensure(req.scenario, req.python))
     elif req.scenario.model.kind == "linear":
         resolved["model"]["layers"] = req.scenario.model.n_layers
     else:  # a script: its own model and DeepSpeed config
@@ -158,33 +168,42 @@ def prepare(req: RunRequest) -> Prepared:
     return Prepared(req, run_dir, env)
 
 
-def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> RunResult:
-    """Launch the worker, follow it to the end, record how it ended."""
+def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] = lambda e: None,
+        on_output: Callable[[str, str], None] | None = None) -> RunResult:
+    """Launch the worker, follow it to the end, record how it ended; `on_output(log name, line)` is given every
+    line the processes write (a script's own output), as they write it, while the log keeps it."""
     prepared = req if isinstance(req, Prepared) else prepare(req)
     req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
     # who runs it: a reader can tell a run whose orchestrator was killed (SIGKILL) from one still running
     run_dir.update_manifest(status="running", started=now_iso(), orchestrator=judgement.identity())
-    timed_out = interrupted = False
+    timed_out: bool | str = False
+    interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     with open(run_dir.path / contract.WORKER_LOG, "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
-        deadline = time.monotonic() + req.scenario.timeout_s
+        # timeout_s counts the run's own time: DeepSpeed's op builds are not counted (run/deadline.py)
+        deadline = Deadline(req.scenario.timeout_s, Path(env["TORCH_EXTENSIONS_DIR"]))
         node = nodewatch.NodePeak()
 
         def follow(event: dict[str, Any]) -> None:
             node.watch(event)
+            deadline.watch(event)
             on_event(event)
 
         follower = _Follower(run_dir.path, follow)
+        tail = LogTail(lambda: _logs(run_dir.path), on_output) if on_output is not None else None
         try:
             while proc.poll() is None:
                 follower.poll()
+                if tail is not None:
+                    tail.poll()
                 node.sample()
-                if time.monotonic() > deadline:
-                    timed_out = True
+                expired = deadline.expired()
+                if expired:
+                    timed_out = expired
                     _kill(proc)
                     break
                 time.sleep(0.1)
@@ -194,11 +213,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
         proc.wait()
         left = lifeline.kill_marked()  # every rank dies with its launcher, whatever phase it was in
         follower.poll()
+        if tail is not None:
+            tail.poll(final=True)
     # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
     run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]),
                             killed_after_exit=left)
+    launched = req.scenario.script is not None and bool(req.scenario.script.command)
+    ranks = max(req.scenario.world_size, max(run_dir.ranks(), default=0) + 1) if launched else req.scenario.world_size
     try:
-        return conclude(run_dir, req.scenario.world_size, proc.returncode, timed_out, interrupted)
+        return conclude(run_dir, ranks, proc.returncode, timed_out, interrupted)
     finally:
         run_dir.release()
 
@@ -216,7 +239,12 @@ def collect(path: Path) -> RunResult:
         run.release()
 
 
-def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out: bool = False,
+def _logs(path: Path) -> list[Path]:
+    """The run's logs: the worker's (or torchrun's), then each rank's own."""
+    return [path / contract.WORKER_LOG, *sorted(path.glob(contract.rank_log(0).replace("0", "*", 1)))]
+
+
+def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out: bool | str = False,
              interrupted: bool = False) -> RunResult:
     """Record how a run ended, from its per-rank event streams (returncode None: launched elsewhere)."""
     per_rank = {r: run_dir.events(r) for r in run_dir.ranks()} or {0: []}
@@ -258,7 +286,8 @@ def exited_after_end(returncode: int | None, who: str = "process") -> str | None
 
 
 def _final_status(run_dir: RunDir, per_rank: dict[int, list[dict[str, Any]]], world_size: int,
-                  returncode: int | None, timed_out: bool, interrupted: bool) -> tuple[str, str | None, dict[str, Any]]:
+                  returncode: int | None, timed_out: bool | str,
+                  interrupted: bool) -> tuple[str, str | None, dict[str, Any]]:
     """The run's status and error, and each rank's status, error, finished steps and exit after its end event."""
     if world_size == 1:
         status, error = _rank_status(per_rank.get(0, []), returncode, timed_out, interrupted)

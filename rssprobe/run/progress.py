@@ -13,6 +13,7 @@ PHASE_TEXT = {
     "after_imports": "torch and DeepSpeed imported",
     "ops_loaded": "ops loaded",
     "pre_model": "baseline taken",
+    "loading": "loading the model from its checkpoint",
     "after_model": "model built; deepspeed.initialize",
 }
 
@@ -20,7 +21,7 @@ PHASE_TEXT = {
 class RunProgress:
     """An on_event callback for launch.run that drives a rich progress bar."""
 
-    def __init__(self, steps: int, title: str, ranks: int = 1, console: Console | None = None) -> None:
+    def __init__(self, steps: int | None, title: str, ranks: int = 1, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[rss]}"), TimeElapsedColumn(),
@@ -35,6 +36,13 @@ class RunProgress:
     def __exit__(self, *exc: Any) -> None:
         self.progress.stop()
 
+    def output(self, log: str, line: str) -> None:
+        """A line a script wrote (its loss lines, its warnings), printed above the bar; a rank's own log's lines
+        carry the rank."""
+        rank = log.removeprefix("worker.rank").removesuffix(".log")
+        self.console.print(f"[rank {rank}] {line}" if rank.isdigit() else line, markup=False, highlight=False,
+                           soft_wrap=True)
+
     def __call__(self, e: dict[str, Any]) -> None:
         kind, rank = e["event"], e.get("rank", 0)
         if rank not in self.tasks:
@@ -48,6 +56,8 @@ class RunProgress:
         elif kind == "compiling":
             self.progress.update(self.task, description=f"{title}: compiling DeepSpeed op {e['op']} "
                                  "(once per machine and version, about a minute)")
+        elif kind == "script_engine" and e.get("steps_total"):  # a script's own total, where it says one
+            self.progress.update(self.task, total=e["steps_total"])
         elif kind == "init":
             self.progress.update(self.task, description=f"{title}: training", **fields)
         elif kind == "step":

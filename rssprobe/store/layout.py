@@ -112,6 +112,12 @@ def estimate_root() -> Path:
     return _root("RSSPROBE_ESTIMATE", str(cache_root() / "estimate"))
 
 
+def checkpoints_root() -> Path:
+    """The checkpoints model.load = "checkpoint" scenarios load (RSSPROBE_CHECKPOINTS, else the cache root's
+    checkpoints/): written once per shape (run/checkpoints.py)."""
+    return _root("RSSPROBE_CHECKPOINTS", str(cache_root() / "checkpoints"))
+
+
 def reports_root() -> Path:
     """Where `rssprobe report` writes a page when no --out or --html is given."""
     return Path("reports")

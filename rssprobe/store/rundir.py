@@ -292,7 +292,11 @@ def find_entries(root: Path | None = None) -> list[RunDir | GroupDir]:
             entries.append(GroupDir(p))
         elif (p / MANIFEST).is_file():
             entries.append(RunDir(p))
+    return _by_start(entries)
 
+
+def _by_start(entries: list[RunDir | GroupDir]) -> list[RunDir | GroupDir]:
+    """Oldest first, by the start their manifest (or group file) records; a damaged one is left out."""
     def started(e: RunDir | GroupDir) -> str | None:
         try:
             return str(e.manifest().get("started", ""))
@@ -303,12 +307,48 @@ def find_entries(root: Path | None = None) -> list[RunDir | GroupDir]:
     return [e for _s, e in sorted(keyed, key=lambda se: (se[0], se[1].id))]
 
 
+# in the cache root: the last run or group `rssprobe run` made, wherever --out put it, and the runs root it had
+# (`latest` under another runs root, RSSPROBE_RUNS, does not see it)
+LATEST = "latest.json"
+
+
+def note_latest(path: Path) -> None:
+    """Remember `path` (a run or group directory) as the latest, for `show latest`; best effort."""
+    try:
+        root = layout.cache_root()
+        root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(root / LATEST, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
+                                          "path": str(path.resolve()), "runs_root": str(runs_root().resolve())})
+    except (OSError, UserError):
+        pass  # a cache root that cannot be written costs `show latest` only this run
+
+
+def _noted_latest() -> RunDir | GroupDir | None:
+    """The run or group `note_latest` recorded, if it is still there (a damaged record is none)."""
+    try:
+        path = layout.cache_root() / LATEST
+        if not path.exists():
+            return None
+        record = reader.read_json_object(path, "latest-run record")
+        noted = record.get("path")
+        if not isinstance(noted, str) or record.get("runs_root") != str(runs_root().resolve()):
+            return None
+    except UserError:
+        return None
+    found = Path(noted)
+    return GroupDir(found) if (found / GROUP).is_file() else RunDir(found) if (found / MANIFEST).is_file() else None
+
+
 def resolve_entry(ref: str) -> RunDir | GroupDir:
-    """A run or a run group by path, by id under the runs root, or 'latest'."""
+    """A run or a run group by path, by id under the runs root, or 'latest' (the newest under the runs root, or
+    the last one `rssprobe run` made with --out, whichever started last)."""
     if ref == "latest":
         entries = find_entries()
+        noted = _noted_latest()
+        if noted is not None and noted.path.resolve() not in {e.path.resolve() for e in entries}:
+            entries = _by_start([*entries, noted])
         if not entries:
-            raise UserError(f"latest: no runs under {runs_root()}")
+            raise UserError(f"latest: no runs under {runs_root()}, and no run made with --out is recorded")
         return entries[-1]
     for candidate in (Path(ref), runs_root() / ref):
         if (candidate / GROUP).is_file():

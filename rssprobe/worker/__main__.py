@@ -1,6 +1,7 @@
 """The worker: one fresh process per run, probing itself while it trains.
 
     python -m rssprobe.worker RUN_DIR
+    python -m rssprobe.worker --launched RUN_DIR ARGS...   (a rank of the user's own launcher: worker/launched/)
 
 reads RUN_DIR/worker.json (written by the orchestrator) and appends every measurement
 to RUN_DIR/events.jsonl, both as rssprobe.contract defines them. It imports nothing heavy
@@ -30,7 +31,7 @@ from ..contract import (
     rank_log,
     worker_spec_problem,
 )
-from . import census, glibc, lifeline, memmap, models, pins, procfs, training
+from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused
@@ -41,15 +42,23 @@ from .sites import SiteError, SiteRecorder
 
 
 class Worker:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, launched: list[str] | None = None) -> None:
+        """`launched`: this process is a rank the user's own launcher started, with these script arguments (its
+        output stays the launcher's; its rank and world are the launcher's)."""
         self.run_dir = run_dir
+        self.launched = launched
         self.spec = json.loads((run_dir / WORKER_SPEC).read_text())
         problem = worker_spec_problem(self.spec)
         if problem:
             raise SystemExit(f"rssprobe worker: {run_dir / WORKER_SPEC}: {problem}")
         self.scenario = self.spec["scenario"]
         self.rank = int(os.environ.get("RANK", "0"))
-        if self.scenario["world_size"] > 1:
+        if launched is not None:
+            # torchrun says how many ranks share this node; DeepSpeed's CPU accelerator reads LOCAL_SIZE for it
+            os.environ.setdefault("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"))
+            self.scenario["world_size"] = int(os.environ.get("WORLD_SIZE", "1"))
+            self.scenario["script"]["args"] = launched
+        elif self.scenario["world_size"] > 1:
             # each rank keeps its own stdout/stderr, for the tail shown when it dies
             log = os.open(run_dir / rank_log(self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             os.dup2(log, 1)
@@ -66,6 +75,7 @@ class Worker:
         self.zero_stage = int(self.scenario["zero"].get("stage", 2))  # a script's: its engine's, once initialized
         self.accelerator = "cpu"  # DeepSpeed's accelerator, once picked (start)
         self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
+        self.hf_ds_config: Any = None  # a loaded model's HfDeepSpeedConfig (transformers holds it weakly)
 
     def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
         """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
@@ -105,7 +115,10 @@ class Worker:
             return
         self.baseline()
 
-        model, groups, params = training.build_model(self.scenario)
+        if self.scenario["model"].get("load") == "checkpoint":  # a load phase: from_pretrained, measured
+            model, groups, params = loading.load(self, self.scenario, self.spec["deepspeed_config"])
+        else:
+            model, groups, params = training.build_model(self.scenario)
         self.ctx.params = params
         zero = self.scenario["zero"]
         self.events.emit("model", params=params, param_groups=len(groups), zero_stage=zero["stage"],
@@ -139,7 +152,8 @@ class Worker:
         import deepspeed
 
         versions = {"python": sys.version.split()[0], "torch": torch.__version__,
-                    "deepspeed": deepspeed.__version__, "glibc": glibc.STATUS.version}
+                    "deepspeed": deepspeed.__version__, "glibc": glibc.STATUS.version,
+                    **{name: _installed(name) for name in ("transformers", "accelerate")}}  # version axes too
         self.events.emit("hello", pid=os.getpid(), versions=versions,
                          accelerator=accelerator, cuda_available=torch.cuda.is_available())
         self.phase("after_imports")
@@ -194,6 +208,8 @@ class Worker:
         with self.native.phase("init"):
             self.engine = engine = call()
         init_s = time.perf_counter() - t0
+        # the engine's stage decides the census roles and pin roles read below: a script's is known only now
+        self.zero_stage = int(engine.zero_optimization_stage())
         peak = self.tracker.exit(interval)
         sites, calls, _overhead = recorder.drain()
         # this rank's partition: stage 1/2 per group; stage 3 per sub-group (its partition_size list stays empty)
@@ -299,13 +315,26 @@ def refused_in_test_lane() -> bool:
     return True
 
 
+def _installed(name: str) -> str | None:
+    """A distribution's version, read from its metadata (nothing imported); None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main(argv: list[str]) -> int:
     if refused_in_test_lane():
         return EXIT_NO_WORKER
     lifeline.worker_lifeline()  # before anything slow: die with the orchestrator (or torchrun)
-    # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
-    worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))
-    worker.launcher_args = [a for a in argv[1:] if a.startswith("--")]  # a script expects them (--local_rank)
+    if argv[1:2] == ["--launched"]:  # a rank of the user's own launcher: its script's arguments as it got them
+        worker = Worker(Path(argv[2]), launched=argv[3:])
+    else:
+        # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
+        worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))
+        worker.launcher_args = [a for a in argv[1:] if a.startswith("--")]  # a script expects them (--local_rank)
     try:
         worker.run()
         return 0

@@ -14,6 +14,7 @@ allocator; always pageable on the CPU accelerator, where pinning is a no-op). Te
 
 from __future__ import annotations
 
+import bisect
 import gc
 import sys
 import warnings
@@ -21,7 +22,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..contract import roles as load_roles
-from .memmap import Reader
+from .memmap import Reader, checkpoint_ranges
+
+# tensors whose storage lies in a mapped checkpoint file (a model loaded from safetensors uses its weights in place
+# until something copies them): their resident pages are page cache of that file, not memory the process made
+CHECKPOINT_ROLE = "checkpoint_mapped"
 
 
 def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:
@@ -99,6 +104,13 @@ def take(zero_optimizer: Any, torch_module: Any,
         elif obj.device.type != "meta":
             on_device.setdefault((str(obj.device), *key), "other")
     del tensors
+    mapped = checkpoint_ranges()
+    if mapped:
+        starts = [lo for lo, _hi in mapped]
+        for key in storages:
+            i = bisect.bisect_right(starts, key[0]) - 1
+            if i >= 0 and key[0] < mapped[i][1]:
+                storages[key] = CHECKPOINT_ROLE
     for role, t, key in role_tensors(zero_optimizer, Tensor, stage):
         if t.device.type == "cpu":
             if key not in storages and _pinned(t):

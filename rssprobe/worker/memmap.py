@@ -42,6 +42,7 @@ from typing import Any
 
 from ..contract import (  # part names: the vocabulary of the budget, the reports and the metrics (part.<key>)
     ANON_OTHER,
+    FILE_CHECKPOINT,
     FILE_OPS,
     FILE_OTHER,
     FILE_PYTHON,
@@ -105,6 +106,19 @@ def read_smaps(path: str = "/proc/self/smaps") -> list[Mapping]:
     return out
 
 
+def checkpoint_ranges() -> list[tuple[int, int]]:
+    """Address ranges of this process's mappings of checkpoint files (safetensors, pytorch_model*.bin), sorted:
+    the census names tensors whose storage lies there (a loaded model's weights used in place from disk)."""
+    out = []
+    with open("/proc/self/maps", "rb") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and file_part(fields[5].strip().decode(errors="replace"), None) == FILE_CHECKPOINT:
+                lo, hi = fields[0].split(b"-")
+                out.append((int(lo, 16), int(hi, 16)))
+    return sorted(out)
+
+
 def file_part(path: str, ops_dir: str | None) -> str:
     """Which named group a file-backed mapping belongs to."""
     name = os.path.basename(path.removesuffix(" (deleted)"))
@@ -116,6 +130,8 @@ def file_part(path: str, ops_dir: str | None) -> str:
         return FILE_TORCH
     if name.startswith(("python", "libpython")) or "/lib-dynload/" in path:
         return FILE_PYTHON
+    if name.endswith(".safetensors") or (name.startswith("pytorch_model") and name.endswith(".bin")):
+        return FILE_CHECKPOINT
     return FILE_OTHER
 
 

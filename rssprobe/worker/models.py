@@ -41,6 +41,9 @@ def prepare(scenario: dict[str, Any]) -> dict[str, Any] | None:
 
     transformers.logging.set_verbosity_error()
     model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(_config(scenario))]  # imports its modeling module
+    if scenario["model"].get("load") == "checkpoint":  # what from_pretrained and its DeepSpeed config import
+        import safetensors.torch  # noqa: F401
+        import transformers.integrations.deepspeed
     return {"transformers": transformers.__version__, "architecture": model_class.__name__,
             "time_s": time.perf_counter() - t0, "rss": procfs.rss_bytes() - rss0,
             "modules": len(sys.modules) - modules0}
@@ -68,7 +71,8 @@ def describe(model: Any, scenario: dict[str, Any]) -> dict[str, Any]:
     layers = getattr(config, "num_hidden_layers", None) if config is not None else scenario["model"].get("layers")
     return {"model_kind": kind(scenario), "architecture": type(model).__name__, "layers": layers,
             "param_tensors": len(names), "tied": tied,
-            "tied_params": sum(p.numel() for p in model.parameters() if len(names[id(p)]) > 1)}
+            # a ZeRO-3 partitioned weight holds an empty tensor: its size is ds_numel
+            "tied_params": sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if len(names[id(p)]) > 1)}
 
 
 def inputs(scenario: dict[str, Any], device: Any, dtype: Any) -> Any:

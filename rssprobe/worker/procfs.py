@@ -69,6 +69,7 @@ SMAPS_FIELDS = {
     b"Pss:": "pss",
     b"Pss_Anon:": "pss_anon",
     b"Pss_File:": "pss_file",
+    b"Pss_Shmem:": "pss_shmem",  # shared memory (/dev/shm, memfd, shared anonymous maps): the "shared" of a load
     b"Private_Clean:": "private_clean",
     b"Private_Dirty:": "private_dirty",
     b"Anonymous:": "anonymous",

@@ -4,17 +4,24 @@ The worker has imported torch and DeepSpeed, set up the process group and loaded
 scenario; the script then runs as __main__ (runpy) with sys.argv = [script, *ARGS] and its directory first on
 sys.path. The training is found through DeepSpeed itself:
 
-* the pre-model baseline is taken when the script makes its first torch.nn.Parameter (the model's first
-  weight: modules without parameters, such as the activations transformers builds at import, do not count):
-  what it imports and sets up before (transformers and its modeling module included) is not divided by the
-  parameter count, as a scenario's imports are not;
+* the pre-model baseline is taken when the script starts building its first torch.nn.Module outside an import
+  (modules built while a module is imported, such as the activations transformers builds at import, do not
+  count), before that module's first weight exists; a bare torch.nn.Parameter made before any module takes it
+  too. What the script imports and sets up before (transformers and its modeling module included) is not
+  divided by the parameter count, as a scenario's imports are not;
+* a load before initialize is a load phase (rssprobe/worker/loading.py): transformers' `from_pretrained` (hooked
+  when transformers.modeling_utils is imported) and a `deepspeed.zero.Init` context outside it, each one measured
+  interval with what the rank then holds (the whole model or its partition);
 * `deepspeed.initialize` is measured as a scenario's init (the model event with its unique parameters, the
   init figures, the after-init census); a second call is a re-initialisation event, as [reinit];
 * one rssprobe step = one optimizer step: from the first forward (or backward) after the previous one to the
   `DeepSpeedEngine.step` at a gradient-accumulation boundary (DeepSpeed's global_steps moves), with the
-  forward / backward / optimizer peaks of every micro-step; `save_checkpoint` between steps is an event;
+  forward / backward / optimizer peaks of every micro-step, and its micro-steps counted as the backward passes
+  in it (accelerate calls `engine.step` at the boundary only); `save_checkpoint` between steps is an event;
 * `--steps N` stops the script after N optimizer steps (StopAfterSteps, a BaseException the script's own
-  `except Exception` does not catch); the end census runs when the script returns or calls sys.exit(0).
+  `except Exception` does not catch); the end census runs when the script returns or calls sys.exit(0);
+* a KeyboardInterrupt is the user's Ctrl-C only when a SIGINT reached this process: one the script raises
+  itself is a failure of the script (exit 1), not an interruption (130).
 """
 
 from __future__ import annotations
@@ -25,13 +32,14 @@ import hashlib
 import inspect
 import os
 import runpy
+import signal
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from . import census, models
+from . import census, loading, models, steptotal
 from .events_inrun import InRunEvents
 from .sites import SiteRecorder
 
@@ -75,6 +83,9 @@ class ScriptRun:
         self.step: dict[str, Any] | None = None  # the step being measured: interval, t0, parts, ...
         self.capture = contextlib.ExitStack()  # memray: one capture for the first step, one for the others
         self.restore: list[tuple[Any, str, Any]] = []
+        self.sigint = False  # a SIGINT reached this process (Ctrl-C, forwarded by the orchestrator)
+        self.loading = False  # inside a measured load (from_pretrained, or a zero.Init context)
+        self.zero_init: list[Any] = []  # open zero.Init contexts measured: (interval, t0)
 
     # ---- running ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -88,6 +99,7 @@ class ScriptRun:
         argv, path0 = sys.argv, list(sys.path)
         sys.argv = [str(self.path), *self.args, *getattr(self.w, "launcher_args", [])]
         sys.path.insert(0, str(self.path.parent))
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             runpy.run_path(str(self.path), run_name="__main__")
         except StopAfterSteps:
@@ -96,12 +108,18 @@ class ScriptRun:
             if e.code not in (0, None):
                 raise ScriptFailed(f"{where_it_raised(e, self.path)}: exited with code {e.code}",
                                    traceback.format_exc()) from None
-        except (KeyboardInterrupt, GeneratorExit):
+        except KeyboardInterrupt as e:
+            if self.sigint:
+                raise  # the user's Ctrl-C: interrupted
+            raise ScriptFailed(f"{where_it_raised(e, self.path)}: KeyboardInterrupt raised by the script itself "
+                               "(no Ctrl-C reached it)", traceback.format_exc()) from None
+        except GeneratorExit:
             raise
         except Exception as e:
             raise ScriptFailed(f"{where_it_raised(e, self.path)}: {type(e).__name__}: {e}",
                                traceback.format_exc()) from None
         finally:
+            signal.signal(signal.SIGINT, previous)
             sys.argv, sys.path[:] = argv, path0
             self.capture.close()
             self._unhook()
@@ -110,6 +128,10 @@ class ScriptRun:
         unfinished = self._drop_open_step()
         self.w.finish(**({"stopped": stopped} if stopped else {}),
                       **({"unfinished_step": unfinished} if unfinished else {}))
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.sigint = True
+        raise KeyboardInterrupt
 
     def _drop_open_step(self) -> str | None:
         """A step the script began (a forward) but never finished with an optimizer step: not counted."""
@@ -126,11 +148,17 @@ class ScriptRun:
         raw = inspect.getattr_static(owner, name)
         self.restore.append((owner, name, raw))
         wrapped = make(getattr(owner, name))
-        setattr(owner, name, staticmethod(wrapped) if isinstance(raw, staticmethod) else wrapped)
+        if isinstance(raw, staticmethod) and not isinstance(wrapped, staticmethod):
+            wrapped = staticmethod(wrapped)
+        setattr(owner, name, wrapped)
 
     def _unhook(self) -> None:
         for owner, name, raw in reversed(self.restore):
-            setattr(owner, name, raw)
+            if owner is sys.meta_path:
+                with contextlib.suppress(ValueError):
+                    sys.meta_path.remove(raw)
+            else:
+                setattr(owner, name, raw)
         self.restore.clear()
 
     def _hook(self) -> None:
@@ -138,6 +166,7 @@ class ScriptRun:
         import torch
         from deepspeed.runtime.engine import DeepSpeedEngine
 
+        self._patch(torch.nn.Module, "__init__", self._first_module)
         self._patch(torch.nn.Parameter, "__new__", self._first_parameter)
         self._patch(deepspeed, "initialize", self._initialize)  # around the site wrapper: outermost
         self._patch(torch.distributed, "init_process_group", self._process_group)
@@ -145,6 +174,69 @@ class ScriptRun:
         self._patch(DeepSpeedEngine, "backward", functools.partial(self._engine_part, "backward"))
         self._patch(DeepSpeedEngine, "step", self._engine_step)
         self._patch(DeepSpeedEngine, "save_checkpoint", self._save_checkpoint)
+        from deepspeed.runtime.zero.partition_parameters import Init
+
+        self._patch(Init, "__enter__", self._zero_init_enter)
+        self._patch(Init, "__exit__", self._zero_init_exit)
+        _after_import("transformers.modeling_utils", self._hook_transformers, self.restore)
+
+    def _hook_transformers(self, module: Any) -> None:
+        """from_pretrained as a load phase, once transformers' modeling_utils exists (the script imports it)."""
+        self._patch(module.PreTrainedModel, "from_pretrained", self._from_pretrained)
+
+    def _from_pretrained(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def from_pretrained(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            if run.loading or run.engines:  # nested (a sub-model), or after training began: not the load
+                return original.__func__(cls, *args, **kwargs)
+            if not run.baselined:
+                run._take_baseline()
+            where = args[0] if args and isinstance(args[0], (str, os.PathLike)) else kwargs.get(
+                "pretrained_model_name_or_path")
+            run.loading = True
+            try:
+                return loading.measured(run.w, "from_pretrained", lambda: original.__func__(cls, *args, **kwargs),
+                                        str(where) if where is not None and os.path.isdir(where) else None)
+            finally:
+                run.loading = False
+
+        return classmethod(from_pretrained)
+
+    def _zero_init_enter(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def enter(ctx: Any) -> Any:
+            if run.loading or run.engines or run.zero_init:
+                run.zero_init.append(None)  # nested or inside a measured load: not measured apart
+                return original(ctx)
+            if not run.baselined:
+                run._take_baseline()
+            run.zero_init.append((run.w.tracker.enter(), time.perf_counter()))
+            return original(ctx)
+
+        return enter
+
+    def _zero_init_exit(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def exit_(ctx: Any, *exc: Any) -> Any:
+            out = original(ctx, *exc)
+            opened = run.zero_init.pop() if run.zero_init else None
+            if opened is not None and not any(exc):
+                interval, t0 = opened
+                w = run.w
+                peak = w.tracker.exit(interval)
+                held = loading.holding(_Partitioned())
+                w.events.emit("load", how="zero.Init", time_s=time.perf_counter() - t0, peak=peak,
+                              entry_rss=interval.rss0, zero_init=True, checkpoint=None, **held,
+                              **w.probe(smaps=True, rss=interval.rss1))
+            return out
+
+        return exit_
 
     def _first_parameter(self, original: Any) -> Any:
         run = self
@@ -157,13 +249,26 @@ class ScriptRun:
 
         return new
 
+    def _first_module(self, original: Any) -> Any:
+        run = self
+
+        @functools.wraps(original)
+        def init(module: Any, *args: Any, **kwargs: Any) -> None:
+            if not run.baselined and not _inside_import():
+                run._take_baseline()
+            return original(module, *args, **kwargs)
+
+        return init
+
     def _take_baseline(self) -> None:
-        """The pre-model baseline, at the script's first parameter (once)."""
+        """The pre-model baseline (once): at the script's first module built outside an import, before any of
+        its weights exist (else at its first bare parameter)."""
         self.baselined = True
         import torch
 
-        raw = next(raw for owner, name, raw in self.restore if owner is torch.nn.Parameter and name == "__new__")
-        torch.nn.Parameter.__new__ = raw  # type: ignore[method-assign]
+        for owner, name in ((torch.nn.Module, "__init__"), (torch.nn.Parameter, "__new__")):
+            raw = next(raw for o, n, raw in self.restore if o is owner and n == name)
+            setattr(owner, name, raw)
         self.w.baseline()
 
     def _process_group(self, original: Any) -> Any:
@@ -216,8 +321,7 @@ class ScriptRun:
         w.ctx.params = params
         w.phase("after_model")
         assert self.recorder is not None
-        engine = w.initialize_measured(self.recorder, call)
-        w.zero_stage = int(engine.zero_optimization_stage())
+        engine = w.initialize_measured(self.recorder, call)  # learns the engine's stage before its census
         if not params:  # a model passed another way (an args namespace, a pipeline module): the engine's
             params = _unique_params(engine.module)
             w.ctx.params = params
@@ -226,7 +330,10 @@ class ScriptRun:
         w.events.emit("model", params=params, param_groups=len(engine.optimizer.param_groups),
                       zero_stage=w.zero_stage, **w.estimate(engine.module, params, w.zero_stage, offload_param),
                       **describe)
-        w.events.emit("script_engine", **_engine_facts(engine, w.zero_stage))
+        total = steptotal.find(engine, sys._getframe())
+        if self.steps_wanted is not None:
+            total = min(total, self.steps_wanted) if total is not None else self.steps_wanted
+        w.events.emit("script_engine", **_engine_facts(engine, w.zero_stage), steps_total=total)
 
     # ---- steps --------------------------------------------------------------------------------
     def _open_step(self) -> None:
@@ -250,8 +357,10 @@ class ScriptRun:
                 return original(engine, *args, **kwargs)  # an eval forward: not a step of training
             run._open_step()
             assert run.step is not None
-            if name == "backward" and args:
-                run.step["loss"] = args[0]
+            if name == "backward":
+                run.step["micro"] += 1  # one backward a micro-step (the plain loop and accelerate's alike)
+                if args:
+                    run.step["loss"] = args[0]
             out = run.w._part(run.step["parts"], name, lambda: original(engine, *args, **kwargs))
             if name == "backward" and run.w.zero_stage == 3:
                 run.step["gathered"]["after_backward"] = census.gathered(engine.module)
@@ -268,7 +377,6 @@ class ScriptRun:
             assert run.step is not None
             before = engine.global_steps
             out = run.w._part(run.step["parts"], "optimizer", lambda: original(engine, *args, **kwargs))
-            run.step["micro"] += 1
             if run.w.zero_stage == 3:
                 run.step["gathered"]["after_step"] = census.gathered(engine.module)
             if engine.global_steps != before:  # an optimizer step: a gradient-accumulation boundary
@@ -286,7 +394,7 @@ class ScriptRun:
         except (AttributeError, RuntimeError, TypeError, ValueError):
             value = None
         self.w.end_step(self.recorder, s["n"], s["interval"], time.perf_counter() - s["t0"], s["parts"],
-                        s["gathered"], value, s["micro"])
+                        s["gathered"], value, max(1, s["micro"]))
         self.done = s["n"]
         if self.steps_wanted is not None and self.done >= self.steps_wanted:
             raise StopAfterSteps()
@@ -303,6 +411,70 @@ class ScriptRun:
             return result[0] if result else None
 
         return save_checkpoint
+
+
+class _Partitioned:
+    """Every parameter ZeRO-3 partitioned so far (what a script's zero.Init context made), as a model for
+    loading.holding: found through the garbage collector, once, when the context ends."""
+
+    def parameters(self) -> Any:
+        import gc
+
+        import torch
+
+        return [o for o in gc.get_objects() if isinstance(o, torch.nn.Parameter) and hasattr(o, "ds_tensor")]
+
+
+class _AfterImport:
+    """A meta path finder that calls `then(module)` once `name` has been imported (and does nothing else)."""
+
+    def __init__(self, name: str, then: Any) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, then = spec.loader, self.then
+
+        class Loader:
+            def create_module(self, spec: Any) -> Any:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: Any) -> None:
+                loader.exec_module(module)
+                then(module)
+
+        spec.loader = Loader()
+        return spec
+
+
+def _after_import(name: str, then: Any, restore: list[tuple[Any, str, Any]]) -> None:
+    """`then(module)` now if `name` is imported already, else right after its import."""
+    if name in sys.modules:
+        then(sys.modules[name])
+        return
+    finder = _AfterImport(name, then)
+    sys.meta_path.insert(0, finder)
+    restore.append((sys.meta_path, "", finder))
+
+
+def _inside_import() -> bool:
+    """Is a module being imported somewhere up the stack (its top-level code building modules)?"""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _unique_params(module: Any) -> int:

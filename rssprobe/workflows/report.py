@@ -87,7 +87,8 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
     sweeps = [Sweep.load(r) for r in refs if campaign.kind_of(Path(r)) == "scale"]
     compared = None
     if len(refs) == 2 and not any(campaign.kind_of(Path(r)) for r in refs):  # two runs or groups: diff first
-        compared = inspect.refs(refs[0], refs[1], stats.THRESHOLD, stats.ALPHA, True, GATED).data
+        compared = inspect.refs(refs[0], refs[1], stats.THRESHOLD, stats.ALPHA, True, GATED,
+                                allow_different_scripts=True).data  # a page shows both: no option to ask for
     pages = []
     for run, i in runs:
         summary = Summary(run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..run.group import Start, build_request, exit_code, run_group, run_one
-from ..store.rundir import GroupDir, RunDir
+from ..store.rundir import GroupDir, RunDir, note_latest
 from .inspect import View, entry
 
 __all__ = ["Start", "Started", "start"]
@@ -30,6 +30,8 @@ def start(s: Start) -> Started:
     req = build_request(s)
     if s.repeat == 1:
         result = run_one(req)
+        note_latest(result.run.path)  # `show latest` finds it wherever --out put it
         return Started(result.run, [result.status], entry(result.run))
     group, statuses = run_group(req, s.repeat)
+    note_latest(group.path)
     return Started(group, statuses, entry(group))

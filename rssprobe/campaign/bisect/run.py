@@ -10,7 +10,7 @@ from ...config import scenario
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
-from ...run import envs, preflight
+from ...run import envs, host, preflight
 from ...run.group import TRIM_AT_END
 from ...store import layout
 from ..matrix import Outcome
@@ -26,6 +26,8 @@ class BisectRequest:
     scenario_ref: str = "default"
     deepspeed: list[str] = field(default_factory=list)
     torch: list[str] = field(default_factory=list)
+    transformers: list[str] = field(default_factory=list)  # releases, or a local clone's PATH[@REV]
+    accelerate: list[str] = field(default_factory=list)
     components: str | None = None
     deepspeed_src: Path | None = None
     good: str | None = None
@@ -79,16 +81,34 @@ def bisect(b: BisectRequest) -> Outcome:
         r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "components", "components": b.components, "python": worker[0]}, b.fresh)
         return bisect_components(r, b.components, worker, b.retries)
-    if len(ds) > 1 or len(torch) > 1:
-        if len(ds) > 1 and len(torch) > 1:
-            raise UserError("bisect one axis at a time: a list for --deepspeed or for --torch, not both")
+    libraries = {"transformers": b.transformers, "accelerate": b.accelerate}
+    for name, given in libraries.items():
+        envs.check_versions(f"--{name}", given)
+        for value in given:
+            envs.library_requirement(name, value)  # a clone that is not there: refused before any run
+    lists = [name for name, given in (("deepspeed", ds), ("torch", torch), *libraries.items()) if len(given) > 1]
+    if lists:
+        if len(lists) > 1:
+            raise UserError(f"bisect one axis at a time: a list for one of --{', --'.join(lists)}, not several")
         if b.env_ref or b.python:
             raise UserError("--env/--python fix the versions; a version bisect builds one env per version")
-        axis, values = ("deepspeed", ds) if len(ds) > 1 else ("torch", torch)
-        fixed = torch[0] if axis == "deepspeed" and torch else ds[0] if axis == "torch" and ds else None
+        axis = lists[0]
+        values = {"deepspeed": ds, "torch": torch, **libraries}[axis]
+        fixed: str | tuple[str | None, str | None, tuple[str, ...]] | None
+        if axis in libraries:  # torch and DeepSpeed fixed (given or this Python's), the other library as given
+            name = next(n for n in libraries if n != axis)
+            given = libraries[name][0] if libraries[name] else None
+            others: tuple[str, ...] = (envs.library_requirement(name, given),) if given else ()
+            if axis == "transformers" and not given:  # transformers' DeepSpeed integration needs accelerate
+                mine = host.package_version("accelerate")
+                others = (f"accelerate=={mine}" if mine else "accelerate",)
+            fixed = (torch[0] if torch else None, ds[0] if ds else None, others)
+        else:
+            fixed = torch[0] if axis == "deepspeed" and torch else ds[0] if axis == "torch" and ds else None
         name = f"{layout.slug(scen.name, 60)}-{axis}-{layout.slug(values[0], 60)}-{layout.slug(values[-1], 60)}"
         r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "versions", "axis": axis, "values": values, "fixed": fixed}, b.fresh)
         return bisect_versions(r, axis, values, fixed, b.retries, b.pip)
-    raise UserError("bisect needs two or more versions (--deepspeed V1,V2,... or --torch V1,V2,...), "
+    raise UserError("bisect needs two or more versions (--deepspeed, --torch, --transformers or --accelerate "
+                    "V1,V2,...), "
                     "--components SET, or --deepspeed-src PATH --good REV --bad REV")

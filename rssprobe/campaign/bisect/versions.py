@@ -1,4 +1,5 @@
-"""Bisect over ordered versions of torch or DeepSpeed: the first version whose figure moved.
+"""Bisect over ordered versions of torch, DeepSpeed, transformers or accelerate: the first version whose figure
+moved (transformers and accelerate: releases, or revisions of a local clone, PATH@REV).
 
 The first version is the reference; one environment per version is built on demand (a
 version whose environment cannot be built is skipped, like `git bisect skip`). The change
@@ -18,15 +19,23 @@ from . import search
 from .probes import Runner, bpp
 
 
-def bisect_versions(runner: Runner, axis: str, values: list[str], fixed: str | None, retries: int,
+def bisect_versions(runner: Runner, axis: str, values: list[str],
+                    fixed: str | tuple[str | None, str | None, tuple[str, ...]] | None, retries: int,
                     pip: tuple[str, ...]) -> Outcome:
+    """`fixed`: the other of torch and DeepSpeed for those axes; for a library axis (torch, DeepSpeed, the other
+    libraries' requirements)."""
     pythons: dict[int, tuple[str, str | None] | UserError] = {}
 
     def python_for(i: int) -> tuple[str, str | None]:
         if i not in pythons:
-            pair = (fixed, values[i]) if axis == "deepspeed" else (values[i], fixed)
             try:
-                pythons[i] = envs.for_versions(*pair, pip, say)
+                if isinstance(fixed, tuple):  # transformers or accelerate: torch and DeepSpeed stay
+                    torch, ds, others = fixed
+                    pythons[i] = envs.for_versions(torch, ds, pip, say,
+                                                   (envs.library_requirement(axis, values[i]), *others))
+                else:
+                    pair = (fixed, values[i]) if axis == "deepspeed" else (values[i], fixed)
+                    pythons[i] = envs.for_versions(*pair, pip, say)
             except UserError as e:
                 pythons[i] = e
         got = pythons[i]

@@ -14,8 +14,24 @@ resolve: which Python --env/--python/--torch/--deepspeed mean.
 from ...store.layout import envs_root
 from .build import create
 from .resolve import for_versions, pip_options, resolve_python
-from .spec import EnvSpec, Source, check_versions
+from .spec import LIBRARIES, EnvSpec, Source, check_versions, library_extras, library_requirement
 from .store import MARKER, Env, find, list_envs, remove
 
-__all__ = ["MARKER", "Env", "EnvSpec", "Source", "check_versions", "create", "envs_root", "find", "for_versions",
-           "list_envs", "pip_options", "remove", "resolve_python"]
+__all__ = [
+           "LIBRARIES",
+           "MARKER",
+           "Env",
+           "EnvSpec",
+           "Source",
+           "check_versions",
+           "create",
+           "envs_root",
+           "find",
+           "for_versions",
+           "library_extras",
+           "library_requirement",
+           "list_envs",
+           "pip_options",
+           "remove",
+           "resolve_python",
+]

@@ -70,7 +70,8 @@ def _build(spec: EnvSpec, env: Env, pip_options: tuple[str, ...], log: Log) -> N
     for label, packages in steps:
         log(f"{env.name}: installing {' '.join(packages)}")
         _call([*pip, *pip_options, *packages], what, f"installing {label}", failed_log, extra_env)
-    versions = {name: host.package_version(name, env.python) for name in ("torch", "deepspeed")}
+    versions = {name: host.package_version(name, env.python) for name in ("torch", "deepspeed", "transformers",
+                                                                            "accelerate")}
     write_json_atomic(env.path / MARKER, {
         "name": env.name, "spec": spec.canonical(), "python": env.python, "versions": versions,
         "pip_options": list(pip_options), "created": now_iso(), "builder": "uv" if uv else "pip"})

@@ -38,13 +38,14 @@ def resolve_python(env: str | None, python: str | None, pip_options: tuple[str, 
 
 
 def for_versions(torch: str | None, deepspeed: str | None, pip_options: tuple[str, ...] = (),
-                 log: Log = lambda s: None) -> tuple[str, str | None]:
-    """(python, env name) for a (torch, deepspeed) pair; a missing one is this interpreter's version."""
-    if torch is None and deepspeed is None:
+                 log: Log = lambda s: None, extras: tuple[str, ...] = ()) -> tuple[str, str | None]:
+    """(python, env name) for a (torch, deepspeed) pair and further requirements (transformers==V, ...); a missing
+    torch or DeepSpeed is this interpreter's version."""
+    if torch is None and deepspeed is None and not extras:
         return sys.executable, None
     torch = torch or host.package_version("torch")
     ds = deepspeed or host.package_version("deepspeed")
-    items = [f"torch=={torch}", f"deepspeed={ds}" if ds and "/" in ds else f"deepspeed=={ds}"]  # a path: source
+    items = [f"torch=={torch}", f"deepspeed={ds}" if ds and "/" in ds else f"deepspeed=={ds}", *extras]
     found = create(EnvSpec.parse(items), pip_options, log)
     return found.check_python(), found.name
 

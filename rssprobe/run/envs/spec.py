@@ -14,6 +14,8 @@ from ...errors import UserError
 from ...store import layout
 
 MAX_NAME = 40
+# libraries above torch and DeepSpeed that are version axes (env, matrix, bisect): their short names in env names
+LIBRARIES = {"transformers": "tf", "accelerate": "acc"}
 
 
 @dataclass(frozen=True)
@@ -74,10 +76,48 @@ class EnvSpec:
     @property
     def name(self) -> str:
         ds = self.deepspeed.short() if isinstance(self.deepspeed, Source) else f"ds{self.deepspeed}"
-        name = layout.slug(f"torch{self.torch}-{ds}")
-        if self.extras or len(name) > MAX_NAME:
+        pinned = [_pinned_library(e) for e in self.extras]
+        libs = "".join(f"-{short}{v}" for short, v in pinned if short) if all(s for s, _v in pinned) else None
+        name = layout.slug(f"torch{self.torch}-{ds}{libs or ''}")
+        if (self.extras and libs is None) or len(name) > MAX_NAME + 20 * len(pinned):
             return "env-" + hashlib.sha1(" ".join(self.canonical()).encode()).hexdigest()[:12]
         return name
+
+
+def _pinned_library(extra: str) -> tuple[str | None, str | None]:
+    """('tf', '4.51.3') for 'transformers==4.51.3' (a version axis with a short name); (None, None) otherwise."""
+    try:
+        req = Requirement(extra)
+    except InvalidRequirement:
+        return None, None
+    spec = list(req.specifier)
+    if req.name.lower() in LIBRARIES and not req.url and len(spec) == 1 and spec[0].operator == "==":
+        return LIBRARIES[req.name.lower()], spec[0].version
+    return None, None
+
+
+def library_requirement(name: str, value: str) -> str:
+    """The requirement that installs one value of a library axis: a release (4.51.3), or a local clone's working
+    tree (PATH) or revision (PATH@REV), as a PEP 508 URL without spaces (env specs split on them)."""
+    if "/" not in value:
+        return f"{name}=={value}"
+    path, _, rev = value.partition("@")
+    where = Path(path).expanduser().resolve()
+    if not where.is_dir():
+        raise UserError(f"--{name} {value}: {where} is not a directory (a local clone of {name})")
+    return f"{name}@git+file://{where}@{rev}" if rev else f"{name}@file://{where}"
+
+
+def library_extras(transformers: str | None, accelerate: str | None, this_accelerate: str | None) -> tuple[str, ...]:
+    """The requirements of an environment's library axes. transformers' DeepSpeed integration (HfDeepSpeedConfig)
+    needs accelerate on 4.x: a transformers value without an accelerate axis brings this Python's accelerate
+    (`this_accelerate`, else the newest that fits the pinned torch)."""
+    out = [library_requirement("transformers", transformers)] if transformers else []
+    if accelerate:
+        out.append(library_requirement("accelerate", accelerate))
+    elif transformers:
+        out.append(f"accelerate=={this_accelerate}" if this_accelerate else "accelerate")
+    return tuple(out)
 
 
 def check_versions(flag: str, values: list[str]) -> list[str]:

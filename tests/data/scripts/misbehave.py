@@ -1,6 +1,7 @@
 """A small DeepSpeed script that misbehaves on request, for the script runner's tests (tests/test_script.py):
-it raises at an optimizer step, exits with a code, never initializes, initializes twice, or saves a
-checkpoint, and otherwise trains 2 x Linear(256, 256) like any DeepSpeed user's loop."""
+it raises at an optimizer step, raises KeyboardInterrupt itself, raises before deepspeed.initialize, exits with a
+code, never initializes, initializes twice, or saves a checkpoint, and otherwise trains 2 x Linear(256, 256) like
+any DeepSpeed user's loop."""
 
 import argparse
 import sys
@@ -11,6 +12,9 @@ import torch
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=4)
 parser.add_argument("--raise-at", type=int)
+parser.add_argument("--interrupt-at", type=int, help="raise KeyboardInterrupt itself at this step")
+parser.add_argument("--raise-before-init", action="store_true")
+parser.add_argument("--stage", type=int, default=2)
 parser.add_argument("--exit-code", type=int)
 parser.add_argument("--no-init", action="store_true")
 parser.add_argument("--init-twice", action="store_true")
@@ -20,7 +24,7 @@ args = parser.parse_args()
 
 CONFIG = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "steps_per_print": 10**9,
           "bf16": {"enabled": True},
-          "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+          "zero_optimization": {"stage": args.stage, "offload_optimizer": {"device": "cpu"}},
           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
 
 
@@ -31,6 +35,8 @@ def engine_for(seed: int):
     return engine
 
 
+if args.raise_before_init:
+    raise ValueError("no data found")  # before deepspeed.initialize: the engine's stage is never known
 if args.no_init:
     print("this script trains nothing")
     sys.exit(0)
@@ -41,6 +47,8 @@ for step in range(1, args.steps + 1):
     engine.backward(loss)
     if step == args.raise_at:
         raise RuntimeError(f"the loss went wrong at step {step}")  # the line a failed run names
+    if step == args.interrupt_at:
+        raise KeyboardInterrupt  # the script's own, not a Ctrl-C
     engine.step()
     if args.checkpoint and step == 1:
         engine.save_checkpoint(args.checkpoint, tag="after-step-1")

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The evidence of reports/your-job.md (issue 31), one run at a time under `nice -n 10`; rerunning skips what
+# finished. Then: python reports/your-job/tables.py $OUT > reports/your-job.md
+#   OUT=/tmp/your-job bash reports/your-job/evidence.sh
+#
+# Third-party scripts are not copied into this repository. `fetch` below takes them from a local clone named by
+# TRANSFORMERS_SRC / DSE_SRC (a checkout of huggingface/transformers, deepspeedai/DeepSpeedExamples) when given;
+# without one, those rows are skipped and say so.
+set -euo pipefail
+OUT=${OUT:?set OUT}
+RSSPROBE=${RSSPROBE:-python -m rssprobe}
+NICE=(nice -n 10)
+FIXED=(--malloc-env MALLOC_MMAP_THRESHOLD_=65536)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HF_ARGS=(--model_type llama --hidden_size 256 --intermediate_size 704 --layers 2 --heads 4 --kv_heads 2
+         --vocab_size 4096 --seq_len 16)
+SMALL=(--set model.hf.hidden_size=256 --set model.hf.intermediate_size=704 --set model.hf.num_hidden_layers=2
+       --set model.hf.num_attention_heads=4 --set model.hf.vocab_size=4096 --set model.seq_len=16)
+LINEAR_ARGS=(--deepspeed_config "$ROOT/examples/ds_config_linear.json" --steps 2 --width 512)
+mkdir -p "$OUT/runs"
+
+run() {  # run NAME ARGS...: one `rssprobe run` into $OUT/runs/NAME unless it finished before
+  local name=$1; shift
+  [[ -f $OUT/runs/$name/manifest.json ]] && grep -q '"status": "ok"' "$OUT/runs/$name/manifest.json" && return 0
+  rm -rf "$OUT/runs/$name"
+  "${NICE[@]}" $RSSPROBE run "$@" --out "$OUT/runs/$name" > "$OUT/runs/$name.log" 2>&1 || echo "$name: failed (see $OUT/runs/$name.log)"
+}
+
+fetch() {  # fetch REPO_VAR PATH DEST: a third-party script from a local clone, never from this repository
+  local src=${!1:-}
+  [[ -n $src && -f $src/$2 ]] || { echo "skipped: set $1 to a checkout holding $2"; return 1; }
+  mkdir -p "$(dirname "$3")"; cp "$src/$2" "$3"
+}
+
+# 1. Script runs as exact as scenarios: a ZeRO-3 script and the scenario of the same model and config
+run z3-script --script "$ROOT/examples/train_hf.py" --steps 2 "${FIXED[@]}" -- "${HF_ARGS[@]}" \
+    --deepspeed_config "$ROOT/examples/ds_config_hf_zero3.json" --steps 3
+run z3-scenario llama-small-zero3 --steps 2 "${SMALL[@]}" "${FIXED[@]}"
+run aa-1 --script "$ROOT/examples/train_hf.py" --trim-at-end -- "${HF_ARGS[@]}" --steps 2 \
+    --deepspeed_config "$ROOT/examples/ds_config_linear.json"
+run aa-2 --script "$ROOT/examples/train_hf.py" --trim-at-end -- "${HF_ARGS[@]}" --steps 2 \
+    --deepspeed_config "$ROOT/examples/ds_config_linear.json"
+run trainer-ga2 --script "$ROOT/tests/data/scripts/train_trainer.py" "${FIXED[@]}" -- --out "$OUT/trainer-output" \
+    --grad_accum 2 --max_steps 3
+# a script's fixed and per-parameter cost apart: its own --layers option swept
+[[ -f $OUT/scale-linear/scale.json ]] || "${NICE[@]}" $RSSPROBE scale --script "$ROOT/examples/train_linear.py" \
+    --size-arg layers=2,4,8 "${FIXED[@]}" --out "$OUT/scale-linear" --format json -- "${LINEAR_ARGS[@]}" \
+    > "$OUT/scale-linear.json" 2> "$OUT/scale-linear.log" || echo "scale-linear: see $OUT/scale-linear.log"
+
+# 2. Each launcher: the same script at 2 ranks
+run launch-torchrun "${FIXED[@]}" -- torchrun --nproc-per-node 2 --master-port 29631 "$ROOT/examples/train_linear.py" \
+    "${LINEAR_ARGS[@]}"
+run launch-deepspeed "${FIXED[@]}" -- deepspeed --num_gpus 2 --master_port 29632 "$ROOT/examples/train_linear.py" \
+    "${LINEAR_ARGS[@]}"
+run launch-accelerate "${FIXED[@]}" -- accelerate launch --multi_gpu --num_processes 2 --main_process_port 29633 \
+    "$ROOT/examples/train_linear.py" "${LINEAR_ARGS[@]}"
+run launch-python "${FIXED[@]}" -- python "$ROOT/examples/train_linear.py" "${LINEAR_ARGS[@]}"
+
+# 3. Loading a checkpoint: FAI-RL #68's order at ZeRO-3, 1, 2 and 4 ranks (llama-small-zero3, 25.2 M params)
+for ranks in 1 2 4; do
+  for order in before after; do
+    run "load-z3-${ranks}r-$order" llama-small-zero3 --world-size "$ranks" --steps 1 --set 'model.load="checkpoint"' \
+        --set "model.from_pretrained.hf_ds_config=\"$order\"" "${FIXED[@]}"
+  done
+done
+# safetensors against .bin, loaded against built (ZeRO-2, 1 rank)
+run load-built llama-small --steps 2 --trim-at-end "${SMALL[@]}" "${FIXED[@]}"
+for format in safetensors bin; do
+  run "load-$format" llama-small --steps 2 --trim-at-end "${SMALL[@]}" --set 'model.load="checkpoint"' \
+      --set "model.from_pretrained.format=\"$format\"" "${FIXED[@]}"
+done
+run load-bf16-on-disk llama-small --steps 2 --trim-at-end "${SMALL[@]}" --set 'model.load="checkpoint"' \
+    --set 'model.from_pretrained.dtype_on_disk="bf16"' "${FIXED[@]}"
+
+# transformers #47514 small: the smallest Qwen3-MoE at ZeRO-3, 2 ranks, zero.Init during the load or not; then the
+# same load across the transformers releases the registry offers around the report (4.51.3 bounded, 5.13.0 not),
+# one environment each (matrix: resumable; bisect --transformers would search between them)
+MOE=$ROOT/reports/your-job/qwen3-moe-tiny.toml
+for order in before after; do
+  run "moe-z3-2r-$order" "$MOE" --world-size 2 --set "model.from_pretrained.hf_ds_config=\"$order\"" "${FIXED[@]}"
+done
+if [[ ${RELEASES:-1} == 1 ]]; then
+  "${NICE[@]}" $RSSPROBE matrix "$MOE" --set world_size=2 --transformers 4.51.3,5.13.0,5.24.0 --repeat 1 \
+      --out "$OUT/moe-releases" > "$OUT/moe-releases.log" 2>&1 || echo "moe-releases: see $OUT/moe-releases.log"
+fi
+
+# 4. Third-party scripts, from local clones only
+if fetch TRANSFORMERS_SRC examples/pytorch/language-modeling/run_clm.py "$OUT/third-party/run_clm.py"; then
+  echo "run_clm.py: needs datasets, evaluate and a local tokenizer; see reports/your-job.md"
+fi
+if fetch DSE_SRC training/HelloDeepSpeed/train_bert_ds.py "$OUT/third-party/train_bert_ds.py"; then
+  echo "train_bert_ds.py: needs wikitext in the datasets cache; see reports/your-job.md"
+fi

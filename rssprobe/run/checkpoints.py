@@ -1,0 +1,59 @@
+"""The checkpoints that scenarios with model.load = "checkpoint" load: written once per shape (the model's resolved
+config, seed, dtype on disk, format, shard count, transformers' version) under the cache root's checkpoints/
+(RSSPROBE_CHECKPOINTS moves it), in a
+process of the worker's Python of its own (rssprobe/worker/checkpoint.py), and reused by every later run."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import hfconfig
+from ..config.scenario import Scenario
+from ..errors import UserError
+from ..log import say
+from ..store import layout
+from . import environment, host
+
+WRITE_TIMEOUT_S = 3600
+
+
+def spec(scenario: Scenario) -> dict[str, Any]:
+    fp = scenario.model.from_pretrained
+    assert fp is not None
+    return {"hf": hfconfig.worker_hf(scenario.model), "seed": scenario.seed, "dtype_on_disk": fp.dtype_on_disk,
+            "format": fp.format, "shards": fp.shards}
+
+
+def directory(scenario: Scenario, python: str) -> Path:
+    """Where the checkpoint of this scenario's model lives (keyed by everything that makes its files)."""
+    other = None if python == sys.executable else python
+    key = {**spec(scenario), "transformers": host.package_version("transformers", other)}
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return layout.checkpoints_root() / f"{layout.slug(scenario.model.hf['model_type'])}-{digest}"
+
+
+def ensure(scenario: Scenario, python: str) -> Path:
+    """The checkpoint's directory, written first if no run wrote it before (one writer at a time)."""
+    out = directory(scenario, python)
+    if out.is_dir():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out.is_dir():
+            return out
+        say(f"writing the checkpoint this scenario loads (once per shape): {out}")
+        env = {**environment.probe(python), **environment.HUB_OFFLINE}
+        proc = subprocess.run([python, "-m", "rssprobe.worker.checkpoint", str(out), json.dumps(spec(scenario))],
+                              env=env, capture_output=True, text=True, timeout=WRITE_TIMEOUT_S)
+        if proc.returncode != 0 or not out.is_dir():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"{out}: the checkpoint could not be written ({last})")
+    return out
+
