@@ -8,7 +8,9 @@ Exit: 0 pass, 1 regression, 125 undecided (or "~"), 2 usage error (rssprobe.verd
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,6 +18,8 @@ import click
 from ..analysis.metrics import GATED
 from ..errors import UserError
 from ..reporters import gate as published
+from ..reporters import junit
+from ..store import outputs
 from ..workflows import gate
 from . import common_args
 from .common_args import format_option, malloc_env_option
@@ -61,5 +65,26 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
         malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
         threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
         allow_different_scripts=allow_different_scripts))
-    published.show(result.kind, result.data, result.cases, fmt, junit_file)
+    summary = published.show(result.kind, result.data, fmt)
+    publish(summary, result.cases, junit_file)
     sys.exit(result.exit_code)
+
+
+def _optional(write: Callable[[], None]) -> None:
+    """An optional output: one that cannot be written (refused by store/outputs.py: over or inside an input, a
+    FIFO, a device, a directory; or the system's error: a full disk) is one warning line; the verdict's exit
+    code stands (a PASS that ended in a traceback would read as a regression to CI and to `git bisect run`)."""
+    try:
+        write()
+    except UserError as e:
+        click.echo(f"rssprobe: warning: {e}; not written: the verdict and its exit code stand", err=True)
+
+
+def publish(summary: str, cases: list[tuple[str, str, str]], junit_file: Path | None) -> None:
+    """The markdown verdict appended to $GITHUB_STEP_SUMMARY when that is set (GitHub Actions' job summary), and
+    the JUnit file (--junit, checked before the gate decided anything: workflows/gate.check_writable)."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        _optional(lambda: outputs.append_file(Path(target), summary + "\n", "$GITHUB_STEP_SUMMARY"))
+    if junit_file:
+        _optional(lambda: outputs.write_file(junit_file, junit.render("rssprobe.gate", cases), "--junit"))

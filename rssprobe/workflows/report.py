@@ -18,7 +18,7 @@ from ..analysis.sweep import Sweep
 from ..analysis.tables import read_steps, steps_frame
 from ..contract import STEPS
 from ..errors import UserError
-from ..store import campaign, claim, layout
+from ..store import campaign, claim, layout, outputs
 from ..store.rundir import GroupDir, RunDir, resolve_runs
 from . import inspect
 
@@ -77,6 +77,8 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
         raise UserError(f"{out}: --out must be a directory")
     runs: list[RunDir] = []
     for ref in refs:
+        if os.path.exists(ref):
+            outputs.note(ref)  # an input (an id or 'latest' is noted where it resolves): nothing written into it
         for run in _members(ref):  # a group, a sweep or a campaign contributes every member run
             if run.path.resolve() not in {r.path.resolve() for r in runs}:
                 runs.append(run)
@@ -88,7 +90,10 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
     compared = None
     if len(refs) == 2 and not any(campaign.kind_of(Path(r)) for r in refs):  # two runs or groups: diff first
         compared = inspect.refs(refs[0], refs[1], stats.THRESHOLD, stats.ALPHA, True, GATED).data
+    html = html_file or (out / "report.html" if out is not None else _default_html())
+    if out is not None:  # over or into an input, a FIFO or a directory: refused before anything is written
+        outputs.check_dir(out, "--out")
+    outputs.check_file(html, "--html" if html_file is not None else "--out")
     if out is not None:
         claim.claim(out, "report directory")  # one report writes it at a time (released when this one exits)
-    return Pages(pages, sweeps, html_file or (out / "report.html" if out is not None else _default_html()), out,
-                 compared)
+    return Pages(pages, sweeps, html, out, compared)
