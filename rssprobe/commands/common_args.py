@@ -160,12 +160,32 @@ def script_options(f: F) -> F:
                         help="Run a DeepSpeed training script instead of a scenario (its arguments after --).")(f)
 
 
+ARGV = "rssprobe.argv"  # the context's record of the command's words as typed (cli.Group.invoke sets it)
+
+
+def _before_dash(args: tuple[str, ...]) -> list[str]:
+    """The positional words given before `--` (click joins both sides into one tuple); none when the command
+    line is not known (a library call)."""
+    ctx = click.get_current_context(silent=True)
+    argv = ctx.meta.get(ARGV) if ctx is not None else None
+    if argv is None:
+        return []
+    after = len(argv) - argv.index("--") - 1 if "--" in argv else 0
+    return list(args[: max(len(args) - after, 0)])
+
+
 def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default"
                        ) -> tuple[str | None, list[str]]:
     """(scenario reference, extra --set values) from [SCENARIO] or --script PATH [-- ARGS]: a script is a
-    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py)."""
+    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py). A word
+    before `--` beside a script is refused: it would silently become the script's first argument."""
+    before = _before_dash(args)
     if script is None and args and args[0].endswith(".py"):  # rssprobe run train.py -- ARGS: the same
-        script, args = Path(args[0]), args[1:]
+        script, args, before = Path(args[0]), args[1:], before[1:]
+    if script is not None and before:
+        what = "a scenario" if len(before) == 1 and not before[0].startswith("-") else "words"
+        raise UserError(f"{' '.join(before)!r} beside the script {script}: {what} before `--` (a script is its own "
+                        "scenario; its arguments follow `--`: rssprobe run --script PATH -- ARGS)")
     if script is not None:
         ref = str(script)
         if not ref.endswith(".py"):
