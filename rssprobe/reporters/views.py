@@ -41,6 +41,8 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     pin_line = pin_memory_line(s)
     if pin_line:
         lines.append(pin_line)
+    if (s.get("pinned") or {}).get("problem"):
+        lines.append(f"WARNING: {s['pinned']['problem']}")
     if s.get("never_took_effect"):
         lines.append(f"WARNING: requested patch never took effect: {', '.join(s['never_took_effect'])} "
                      "(this run proves nothing about it)")
