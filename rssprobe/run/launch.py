@@ -166,6 +166,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     run_dir.update_manifest(status="running", started=now_iso(), orchestrator=judgement.identity())
     timed_out = interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
+    lifeline.become_subreaper()  # an orphan the run leaves (a daemon of the user's script) comes back to us
     with open(run_dir.path / contract.WORKER_LOG, "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
@@ -193,6 +194,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             _interrupt(proc)
         proc.wait()
         left = lifeline.kill_marked()  # every rank dies with its launcher, whatever phase it was in
+        left += [pid for pid in lifeline.kill_descendants() if pid not in left]  # and whatever else the run caused
         follower.poll()
     # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
     run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]),
