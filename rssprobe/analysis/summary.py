@@ -401,12 +401,17 @@ class Summary:
         partitioned = {f"role.{name}" for name in partitioned_roles(self.zero()["stage"])}
         rows = []
         for rank in range(self.manifest.get("world_size", 1)):
+            state = (self.manifest.get("ranks") or {}).get(str(rank), {})
+            status = INCOMPLETE if rank in self.gaps else state.get("status")
+            error = self.gaps.get(rank, state.get("error"))
+            if not self._events(rank).events:  # nothing to summarize (a rank's events missing): no figure
+                rows.append({"rank": rank, "status": status, "error": error, "steps_done": 0,
+                             "partition_params": None, "metrics": {}, "metrics_per_partition_param": None})
+                continue
             other = self.of_rank(rank)
             metrics = other.metrics()
             ratio = (other.params / other.partition_params) if other.params and other.partition_params else None
-            state = (self.manifest.get("ranks") or {}).get(str(rank), {})
-            rows.append({"rank": rank, "status": INCOMPLETE if rank in self.gaps else state.get("status"),
-                         "error": self.gaps.get(rank, state.get("error")),
+            rows.append({"rank": rank, "status": status, "error": error,
                          "steps_done": len(other.steps), "partition_params": other.partition_params,
                          "metrics": metrics,
                          "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()
@@ -421,13 +426,15 @@ class Summary:
         world = self.manifest.get("world_size", 1)
         if world < 2:
             return None
-        ranks = [self.of_rank(rank) for rank in range(world)]
+        # a rank without events has no point: then no point has every rank (nothing summed), and none is built
+        ranks = [] if any(not self._events(r).events for r in range(world)) else \
+            [self.of_rank(rank) for rank in range(world)]
         points: dict[str, dict[str, Any]] = {}
         for name, pick in (("init", lambda s: s._first("init")),
                            ("first_step", lambda s: s.steps[0] if s.steps else None),
                            ("end", lambda s: s.steps[-1] if s.steps else None)):
             events = [pick(s) for s in ranks]
-            if any(e is None for e in events):
+            if not events or any(e is None for e in events):
                 continue  # a rank that never got there: no node figure for this point
             rss = sum(e["rss"] for e in events)
             pss = sum(e["smaps"]["pss"] for e in events) if all((e.get("smaps") or {}).get("pss") for e in events) \
