@@ -67,7 +67,8 @@ def _link(name: str, target: str) -> Callable[[Path, Path, Path], None]:
 OVER_INPUTS: list[tuple[str, list[str], str, Callable[[Path, Path, Path], None] | None]] = [
     ("report-html-over-manifest", ["report", "--html", "{run}/manifest.json", "{run}"], "an input of this command",
      None),
-    ("report-html-over-events", ["report", "--html", "{run}/events.jsonl", "{run}"], "is {run}", None),
+    ("report-html-over-events", ["report", "--html", "{run}/events.jsonl", "{run}"], "lies inside {run}, an input",
+     None),
     ("report-html-over-steps", ["report", "--html", "{run}/steps.parquet", "{run}"], "lies inside", None),
     ("report-html-over-group-json", ["report", "--html", "{g}/group.json", "{g}"], "lies inside", None),
     ("report-html-new-file-in-run", ["report", "--html", "{run}/page.html", "{run}"], "lies inside", None),
@@ -200,8 +201,8 @@ NO_HANG: list[tuple[str, dict[str, str], list[str], dict[str, str], int, str]] =
     ("script-fifo", {"f.py": "fifo"}, ["run", "--script", "{w}/f.py"], {}, 2, "is a FIFO"),
     ("script-fifo-positional", {"f.py": "fifo"}, ["run", "{w}/f.py"], {}, 2, "is a FIFO"),
     ("script-fifo-gate-run", {"f.py": "fifo"}, ["gate", "--run", "--script", "{w}/f.py"], {}, 2, "is a FIFO"),
-    ("script-fifo-in-a-table", {"f.py": "fifo", "s.toml": '[model]\nkind = "script"\n[script]\npath = "{w}/f.py"\n'
-                                "sha256 = \"" + "0" * 64 + '"\nname = "s"\n'}, ["run", "{w}/s.toml"], {}, 2,
+    ("script-fifo-in-a-table", {"f.py": "fifo", "s.toml": 'name = "s"\n[model]\nkind = "script"\n[script]\n'
+                                'path = "{w}/f.py"\nsha256 = "' + "0" * 64 + '"\n'}, ["run", "{w}/s.toml"], {}, 2,
      "is a FIFO"),
     ("script-dev-zero", {"z.py": "dev-zero"}, ["run", "--script", "{w}/z.py"], {}, 2, "is a character device"),
     ("script-too-large", {"big.py": "big"}, ["run", "--script", "{w}/big.py"], {}, 2, "too large"),
