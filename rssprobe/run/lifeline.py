@@ -92,10 +92,9 @@ def become_subreaper() -> bool:
         return False
 
 
-def descendants(root: int | None = None) -> list[int]:
-    """Every live process below `root` (default: this one) in the process tree, read from /proc."""
-    root = os.getpid() if root is None else root
-    children: dict[int, list[int]] = {}
+def _processes() -> list[tuple[int, bytes, int]]:
+    """(pid, state, parent pid) of every process, read from /proc (one that ends meanwhile is left out)."""
+    out = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -103,10 +102,20 @@ def descendants(root: int | None = None) -> list[int]:
             with open(f"/proc/{entry.name}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
-            continue  # ended meanwhile
+            continue
         fields = stat[stat.rindex(b")") + 2:].split()  # the name may hold spaces and parentheses
-        if fields[0] != b"Z":  # a zombie has ended: it is reaped below, not killed
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
+        out.append((int(entry.name), fields[0], int(fields[1])))
+    return out
+
+
+def descendants(root: int | None = None) -> list[int]:
+    """Every live process below `root` (default: this one) in the process tree (a zombie has ended: it is
+    reaped, not killed)."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for pid, state, parent in _processes():
+        if state != b"Z":
+            children.setdefault(parent, []).append(pid)
     out, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
@@ -139,18 +148,11 @@ def kill_descendants(grace_s: float = 5.0) -> list[int]:
 def _reap() -> None:
     """Reap the zombies among this process's children (orphans re-parented here: kill_descendants runs after the
     run's own Popen child was waited for, so no zombie here is one a Popen still waits for)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2:].split()
-        if fields[0] == b"Z" and int(fields[1]) == os.getpid():
+    me = os.getpid()
+    for pid, state, parent in _processes():
+        if state == b"Z" and parent == me:
             try:
-                os.waitpid(int(entry.name), os.WNOHANG)
+                os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 continue
 
