@@ -38,8 +38,8 @@ from ..store.judgement import ENDED
 from ..store.rundir import GroupDir
 from ..store.writer import now_iso
 
-OTHER_SHARD = "other shard"
-_COUNT = re.compile(r"[0-9]{1,9}")  # an index entry's status when another shard runs it
+OTHER_SHARD = "other shard"  # an index entry's status when another shard runs it
+_COUNT = re.compile(r"[0-9]{1,9}")  # K or N of a shard: ASCII digits (str.isdigit() takes '²', int() refuses it)
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,6 @@ class Shard:
         if text is None:
             return None
         k, sep, n = text.partition("/")
-        # ASCII digits only: str.isdigit() takes '²', which int() refuses
         if not (sep and _COUNT.fullmatch(k.strip()) and _COUNT.fullmatch(n.strip())) or not 1 <= int(k) <= int(n):
             raise UserError(f"--shard {text}: expected K/N with 1 <= K <= N (this machine runs the K-th of N shares)")
         return cls(int(k), int(n))

@@ -17,7 +17,8 @@ def write_report(refs: list[str], out: Path | None = None, html_file: Path | Non
     file is checked before any is written (never over or into an input, a FIFO or a directory: all or none)."""
     pages = report.collect(refs, out, html_file)
     written, files = page.render(pages, all_sites)
-    flags = {path: "--html" if html_file is not None and path == written.html else "--out" for path in files}
+    flags = {path: "--html" if html_file is not None and path == written.html else "--out" if out is not None
+             else "report" for path in files}
     for path in files:
         outputs.check_file(path, flags[path])
     for path, data in files.items():

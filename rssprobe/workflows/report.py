@@ -93,7 +93,7 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
     html = html_file or (out / "report.html" if out is not None else _default_html())
     if out is not None:  # over or into an input, a FIFO or a directory: refused before anything is written
         outputs.check_dir(out, "--out")
-    outputs.check_file(html, "--html" if html_file is not None else "--out")
+    outputs.check_file(html, "--html" if html_file is not None else "--out" if out is not None else "report")
     if out is not None:
         claim.claim(out, "report directory")  # one report writes it at a time (released when this one exits)
     return Pages(pages, sweeps, html, out, compared)
