@@ -14,7 +14,7 @@ from ..workflows import report
 def write_report(refs: list[str], out: Path | None = None, html_file: Path | None = None,
                  all_sites: bool = False) -> page.Written:
     """The report for refs; HTML to html_file, else out/report.html, else reports/report-<stamp>.html. Every
-    file is checked before any is written (never over or into an input, a FIFO or a directory: all or none)."""
+    file is checked before any is written (never over or into an input, a FIFO or a directory)."""
     pages = report.collect(refs, out, html_file)
     written, files = page.render(pages, all_sites)
     flags = {path: "--html" if html_file is not None and path == written.html else "--out" if out is not None
