@@ -11,7 +11,7 @@ import click
 from . import __version__
 from .errors import UserError, one_line
 from .run import lifeline
-from .store import claim
+from .store import claim, outputs
 
 # Every command, by the module under commands/ that defines it: a command's module is imported only when that
 # command runs (or help lists them), so `rssprobe show` does not pay for matrix's or bisect's imports.
@@ -36,6 +36,8 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         lifeline.handle_sigterm_like_ctrl_c()
+        outputs.reset()  # a command's inputs are its own (store/outputs.py)
+        ctx.meta["rssprobe.argv"] = list(ctx.args)  # the words as typed: where `--` stood (common_args.ARGV)
         try:
             return super().invoke(ctx)
         except UserError as e:

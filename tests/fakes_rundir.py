@@ -71,7 +71,8 @@ def _mallinfo(run: FakeRun, in_use: float, free: float) -> dict[str, int] | None
 
 def _smaps(rss: int) -> dict[str, int]:
     return {"rss": rss, "pss": rss - 4096, "pss_anon": rss // 2, "pss_file": rss // 2 - 4096, "pss_shmem": 0,
-            "private_clean": 0, "private_dirty": rss // 2, "anonymous": rss // 2, "swap": 0, "uss": rss - 8192, "file_backed": rss // 2}
+            "private_clean": 0, "private_dirty": rss // 2, "anonymous": rss // 2, "swap": 0, "uss": rss - 8192,
+            "file_backed": rss // 2}
 
 
 def _census(run: FakeRun, t: float, at: str, rss: int, roles: dict[str, float], mallinfo: dict[str, int] | None

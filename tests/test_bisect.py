@@ -176,14 +176,14 @@ def test_git_bisect_run_recipe_names_the_commit_that_crossed_the_limit(history) 
     assert "# skip:" in log  # the midpoint was untestable, and git went around it
 
 
-def test_the_driver_bisects_in_a_throwaway_worktree(history) -> None:
+def test_the_driver_bisects_in_a_throwaway_clone(history) -> None:
     repo, commits, check = history
     head = _git(repo, "rev-parse", "HEAD")
     outcome = gitbisect.run(repo, commits[0], commits[-1], [sys.executable, str(check)])
     assert outcome.culprit == commits[7]
     assert ("skip" in {v for _c, v in outcome.verdicts}) and not outcome.candidates
     assert _git(repo, "rev-parse", "HEAD") == head and _git(repo, "status", "--porcelain") == ""
-    assert len(_git(repo, "worktree", "list").splitlines()) == 1  # the temporary worktree is gone
+    assert len(_git(repo, "worktree", "list").splitlines()) == 1  # no worktree of the checkout (a clone, gone)
 
 
 def test_the_driver_lists_candidates_when_only_skipped_commits_are_left(history, tmp_path: Path) -> None:

@@ -64,12 +64,13 @@ def cli(*args: str, env: dict[str, str] | None = None) -> Ran:
     return Ran(result.exit_code, result.stdout, result.stderr)
 
 
-def sub(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60) -> Ran:
+def sub(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60,
+        preexec: Callable[[], None] | None = None) -> Ran:
     """The CLI in a fresh process, for a case that could hang (a time-out fails the test, not the suite)."""
     try:
         proc = subprocess.run([sys.executable, "-m", "rssprobe", *args], capture_output=True, text=True, cwd=cwd,
                               env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, preexec_fn=preexec)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"rssprobe {' '.join(args)}: still running after {timeout} s (a hang)") from None
     return Ran(proc.returncode, proc.stdout, proc.stderr)
@@ -362,23 +363,39 @@ def test_no_output_is_written_over_another(original: Path, tmp_path: Path, html:
 
 # ==== class: an optional output that cannot be written warns; the verdict stands ==============================
 
-OPTIONAL = [  # (id, environment, extra arguments)
-    ("summary-a-directory", {"GITHUB_STEP_SUMMARY": "{dir}"}, []),
-    ("summary-in-a-missing-directory", {"GITHUB_STEP_SUMMARY": "{dir}/missing/summary.md"}, []),
-    ("summary-disk-full", {"GITHUB_STEP_SUMMARY": "/dev/full"}, []),
-    ("junit-disk-full", {}, ["--junit", "/dev/full"]),
+OPTIONAL = [  # (id, environment, extra arguments, a file-size limit: a write that fails with EFBIG, as a full disk)
+    ("summary-a-directory", {"GITHUB_STEP_SUMMARY": "{dir}"}, [], None),
+    ("summary-in-a-missing-directory", {"GITHUB_STEP_SUMMARY": "{dir}/missing/summary.md"}, [], None),
+    ("summary-a-device", {"GITHUB_STEP_SUMMARY": "/dev/full"}, [], None),
+    ("summary-disk-full", {"GITHUB_STEP_SUMMARY": "{dir}/summary.md"}, [], 16),
+    ("junit-disk-full", {}, ["--junit", "{dir}/gate.xml"], 16),
 ]
 
 
-@pytest.mark.parametrize("env,extra", [c[1:] for c in OPTIONAL], ids=[c[0] for c in OPTIONAL])
+def _file_size_limit(limit: int | None) -> Callable[[], None] | None:
+    """A preexec_fn: writes past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ), as on a full disk."""
+    if limit is None:
+        return None
+
+    def preexec() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return preexec
+
+
+@pytest.mark.parametrize("env,extra,limit", [c[1:] for c in OPTIONAL], ids=[c[0] for c in OPTIONAL])
 @pytest.mark.worker
 def test_an_optional_output_that_cannot_be_written_keeps_the_verdict(original: Path, tmp_path: Path,
-                                                                     env: dict[str, str], extra: list[str]) -> None:
+                                                                     env: dict[str, str], extra: list[str],
+                                                                     limit: int | None) -> None:
     env = {k: v.replace("{dir}", str(tmp_path)) for k, v in env.items()}
+    extra = [a.replace("{dir}", str(tmp_path)) for a in extra]
     for candidate, code in ((original, 0), (copy(original, tmp_path / "cut"), 125)):
         if code == 125:
             cut(candidate / "steps.parquet")
-        got = cli("gate", "--reference", str(original), "--candidate", str(candidate), *extra, env=env)
+        args = ("gate", "--reference", str(original), "--candidate", str(candidate), *extra)
+        got = cli(*args, env=env) if limit is None else sub(*args, env=env, preexec=_file_size_limit(limit))
         assert got.code == code, got.stderr
         assert "warning:" in got.one_line() and "the verdict and its exit code stand" in got.stderr
 

@@ -56,7 +56,12 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     gone = {f["id"] for f in freed}
     torch_version = (manifest.get("versions") or {}).get("torch")
     conf = alloc_conf(config, manifest)
-    rule = Rule.of(torch_version, conf)
+    problem = None
+    try:
+        rule = Rule.of(torch_version, conf)
+    except ValueError as e:  # a setting a later check refuses (a run made before it): shown, never a traceback
+        rule, problem = Rule.of(torch_version, None), (f"PYTORCH_CUDA_ALLOC_CONF {conf}: {e}; rssprobe cannot tell "
+                                                        "what torch made of it, so nothing pinned is predicted")
     p = pinrule.predict(request_ops(requests, freed), rule)
     on_cuda = (config.get("accelerator") or manifest.get("accelerator")) == "cuda"
 
@@ -112,7 +117,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
         "ds_pin_backend": (config["env"] or {}).get("DS_PIN_MEMORY_BACKEND"),
         "entries": config.get("entries"), "rows": out_rows, "totals": totals, "undersized_reuse": p.undersized,
         "undersized_reuses": len(p.undersized), "via_register": any(r["via"] == "register" for r in out_rows),
-        "not_predicted": INTERNAL_NOTE,
+        "not_predicted": INTERNAL_NOTE, "problem": problem,
     }
 
 
@@ -134,8 +139,9 @@ def metrics(view: dict[str, Any] | None) -> dict[str, float]:
     out: dict[str, float | None] = {}
     if view["recorded"]:
         out["pinned.requested"] = t["requested_live_bytes_per_param"]
-        out["pinned.held_predicted"] = t["held_predicted_bytes_per_param"]
-        out["pinned.slack_predicted"] = t["slack_predicted_bytes_per_param"]
+        if not view.get("problem"):  # no rule known: nothing predicted
+            out["pinned.held_predicted"] = t["held_predicted_bytes_per_param"]
+            out["pinned.slack_predicted"] = t["slack_predicted_bytes_per_param"]
     out["pinned.held"] = t["held_measured_bytes_per_param"]
     out["pinned.slack"] = t["slack_measured_bytes_per_param"]
     return {k: v for k, v in out.items() if v is not None}

@@ -15,7 +15,8 @@ from typing import Any
 from .. import contract
 from ..contract import NATIVE, glibc_in_use, partitioned_roles
 from ..errors import UserError
-from ..store.judgement import DAMAGED, INCOMPLETE, MISSING
+from ..store import judgement
+from ..store.judgement import DAMAGED, INCOMPLETE, MISSING, Events
 from ..store.rundir import RunDir, read_native
 from . import answers, inrun, metrics, modelinfo, pinned, stats
 from .hostsplit import split as host_device_split
@@ -50,12 +51,18 @@ def _seconds(value: Any) -> float | None:
 class Summary:
     """Derived view of one run; `as_dict()` is the JSON form every reporter and diff reads."""
 
-    def __init__(self, run: RunDir, rank: int = 0) -> None:
+    def __init__(self, run: RunDir, rank: int = 0, of: Summary | None = None) -> None:
+        """`of`: the summary of another rank of the same run, whose manifest, judgement and events read are
+        shared (each rank's events read once: a reader linear in the ranks, not quadratic)."""
         self.run, self.rank = run, rank
-        self.manifest = run.manifest()
-        self.events = run.events(rank)
+        self._read: dict[int, Events] = of._read if of is not None else {}
+        self._ranks: dict[int, Summary] = of._ranks if of is not None else {}
+        self._ranks[rank] = self
+        self.manifest = of.manifest if of is not None else run.manifest()
+        self.events = self._events(rank).events
         # an ok the events do not back is "incomplete", with the reason (rssprobe.store.judgement)
-        self.status, self.error, self.gaps = run.judged(self.manifest)
+        self.status, self.error, self.gaps = (of.status, of.error, of.gaps) if of is not None else \
+            judgement.judged(self.manifest, self._events, run.steps_problem)
         self.by_kind: dict[str, list[dict[str, Any]]] = {}
         for e in self.events:
             self.by_kind.setdefault(e["event"], []).append(e)
@@ -71,6 +78,15 @@ class Summary:
         self.baseline = phases.get("pre_model")
         self.steps = self.by_kind.get("step", [])
         self.census = {e["at"]: e for e in self.by_kind.get("census", [])}
+
+    def _events(self, rank: int) -> Events:
+        if rank not in self._read:
+            self._read[rank] = self.run.read_events(rank)
+        return self._read[rank]
+
+    def of_rank(self, rank: int) -> Summary:
+        """The summary of another rank of this run (made once, sharing what this one read)."""
+        return self._ranks.get(rank) or Summary(self.run, rank, of=self)
 
     def _first(self, kind: str) -> dict[str, Any] | None:
         return self.by_kind.get(kind, [None])[0]
@@ -404,12 +420,17 @@ class Summary:
         partitioned = {f"role.{name}" for name in partitioned_roles(self.zero()["stage"])}
         rows = []
         for rank in range(self.manifest.get("world_size", 1)):
-            other = self if rank == self.rank else Summary(self.run, rank)
+            state = (self.manifest.get("ranks") or {}).get(str(rank), {})
+            status = INCOMPLETE if rank in self.gaps else state.get("status")
+            error = self.gaps.get(rank, state.get("error"))
+            if not self._events(rank).events:  # nothing to summarize (a rank's events missing): no figure
+                rows.append({"rank": rank, "status": status, "error": error, "steps_done": 0,
+                             "partition_params": None, "metrics": {}, "metrics_per_partition_param": None})
+                continue
+            other = self.of_rank(rank)
             metrics = other.metrics()
             ratio = (other.params / other.partition_params) if other.params and other.partition_params else None
-            state = (self.manifest.get("ranks") or {}).get(str(rank), {})
-            rows.append({"rank": rank, "status": INCOMPLETE if rank in self.gaps else state.get("status"),
-                         "error": self.gaps.get(rank, state.get("error")),
+            rows.append({"rank": rank, "status": status, "error": error,
                          "steps_done": len(other.steps), "partition_params": other.partition_params,
                          "metrics": metrics,
                          "metrics_per_partition_param": {k: v * ratio for k, v in metrics.items()
@@ -424,13 +445,15 @@ class Summary:
         world = self.manifest.get("world_size", 1)
         if world < 2:
             return None
-        ranks = [self if rank == self.rank else Summary(self.run, rank) for rank in range(world)]
+        # a rank without events has no point: then no point has every rank (nothing summed), and none is built
+        ranks = [] if any(not self._events(r).events for r in range(world)) else \
+            [self.of_rank(rank) for rank in range(world)]
         points: dict[str, dict[str, Any]] = {}
         for name, pick in (("init", lambda s: s._first("init")),
                            ("first_step", lambda s: s.steps[0] if s.steps else None),
                            ("end", lambda s: s.steps[-1] if s.steps else None)):
             events = [pick(s) for s in ranks]
-            if any(e is None for e in events):
+            if not events or any(e is None for e in events):
                 continue  # a rank that never got there: no node figure for this point
             rss = sum(e["rss"] for e in events)
             pss = sum(e["smaps"]["pss"] for e in events) if all((e.get("smaps") or {}).get("pss") for e in events) \

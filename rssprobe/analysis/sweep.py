@@ -87,7 +87,9 @@ class Sweep:
             here = sweep.info.get("shard")
             if not runs and here and entry.get("shard") not in (None, int(here.split("/")[0])):
                 sweep.other_shards.append(f"{group.name} (shard {entry['shard']}/{here.split('/')[1]})")
-            elif len(runs) < (expected := GroupDir(group).repeat() if runs else repeat):
+            # the sweep's repeat as its index says, or the group's own when larger: a size with fewer runs than
+            # either is not finished (never PASS on 2 runs of a sweep declared at 3)
+            elif len(runs) < (expected := max(GroupDir(group).repeat(), repeat) if runs else repeat):
                 sweep.problems.append(f"{group.name}: {expected - len(runs)} of {expected} runs missing "
                                       "(not run, interrupted or deleted)")
             sweep.sizes.append({"params": params, "group": str(group), "runs": len(runs), "ok": ok})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,12 +33,13 @@ from ..errors import UserError
 from ..run import group as run_groups
 from ..run.launch import RunRequest
 from ..store import campaign as index_file
-from ..store import claim, layout
+from ..store import claim, layout, outputs
 from ..store.judgement import ENDED
 from ..store.rundir import GroupDir
 from ..store.writer import now_iso
 
 OTHER_SHARD = "other shard"  # an index entry's status when another shard runs it
+_COUNT = re.compile(r"[0-9]{1,9}")  # K or N of a shard: ASCII digits (str.isdigit() takes '²', int() refuses it)
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Shard:
         if text is None:
             return None
         k, sep, n = text.partition("/")
-        if not (sep and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n):
+        if not (sep and _COUNT.fullmatch(k.strip()) and _COUNT.fullmatch(n.strip())) or not 1 <= int(k) <= int(n):
             raise UserError(f"--shard {text}: expected K/N with 1 <= K <= N (this machine runs the K-th of N shares)")
         return cls(int(k), int(n))
 
@@ -130,7 +132,7 @@ class Campaign:
         """The index of the same campaign found in `directory` (None: a new one; --fresh empties it first)."""
         found = index_file.kind_of(directory)
         if found is None:
-            if claim.contents(directory):
+            if [p for p in claim.contents(directory) if not outputs.kept(p)]:  # the command's own inputs may be there
                 raise UserError(f"{directory}: exists, is not empty and is not a {kind} directory; give another --out")
             return None
         index = index_file.read_index(directory, kind)
@@ -145,7 +147,11 @@ class Campaign:
     def read(cls, directory: Path, kind: str | None = None) -> Campaign:
         """A campaign directory as it stands, to show or merge (nothing is checked against a command)."""
         index = index_file.read_index(directory, kind)
-        return cls(directory, index["kind"], index, Shard.parse(index["shard"]) if index.get("shard") else None)
+        try:
+            shard = Shard.parse(str(index["shard"])) if index.get("shard") else None
+        except UserError as e:  # a shard from disk: the index is damaged
+            raise UserError(f"{directory}: damaged {index['kind']} index (its shard: {e})") from None
+        return cls(directory, index["kind"], index, shard)
 
     @property
     def definition(self) -> dict[str, Any]:

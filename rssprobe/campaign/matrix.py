@@ -209,6 +209,8 @@ def run(m: MatrixRequest) -> Outcome:
         raise UserError(f"--allocator {unknown[0]}: unknown allocator (known: {', '.join(ALLOCATORS)})")
     specs = patch_specs(scen, axes["patch"])
     worker_python = envs.resolve_python(None, m.python)[0] if m.python else None
+    # once, before any cell (a cell of another torch is asked again when it starts)
+    preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(axes["torch"]) or [None], worker_python)
     definition = {"scenario": m.scenario_ref, "sets": sets, "repeat": m.repeat, "python": worker_python, **axes,
                   **{name: given for name, given in libraries.items() if given},
                   **({"malloc_env": m.malloc_env} if m.malloc_env else {})}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +22,9 @@ from typing import Any
 from .. import contract
 from ..errors import UserError
 from ..store import campaign as index_file
-from ..store import claim, layout, reader
+from ..store import claim, layout, outputs, reader
 from ..store.rundir import GroupDir
-from ..store.writer import now_iso, write_json_atomic
+from ..store.writer import now_iso, write_bytes_atomic, write_json_atomic
 from .engine import OTHER_SHARD, Campaign, normal
 
 MERGEABLE = ("matrix", "plan", "scale")
@@ -53,12 +54,54 @@ def _holds(c: Campaign, entry: dict[str, Any]) -> bool:
 
 
 def _check_out(out: Path, inputs: list[Path]) -> None:
+    for d in inputs:
+        outputs.note(d)  # the shards: nothing merge writes lands in them (store/outputs.py)
     if os.path.lexists(out) and (not os.path.isdir(out) or claim.contents(out)):
         raise UserError(f"{out}: exists and is not empty; merge writes a new directory (give another --out)")
     for d in inputs:
         a, b = d.resolve(), out.resolve()
         if a == b or a in b.parents or b in a.parents:
             raise UserError(f"{out}: overlaps the input {d}; merge never writes into its inputs")
+
+
+def _copyable(group: Path) -> None:
+    """UserError, one line, unless every entry of a group to copy is a directory, a regular file or a link (a
+    FIFO would block the copy, a device would be read without end): checked for every group before --out is
+    written."""
+    for top, dirs, files in os.walk(group, onerror=lambda e: _unreadable(group, e)):
+        for name in [*dirs, *files]:
+            if name == claim.CLAIM:  # never copied
+                continue
+            path = Path(top) / name
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError as e:
+                raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                raise UserError(f"{path}: is {outputs.kind(mode)}, not a file; merge copies files only (nothing "
+                                "was written)")
+
+
+def _unreadable(group: Path, e: OSError) -> None:
+    raise UserError(f"{group}: cannot be read ({e.strerror or e})")
+
+
+def _write(out: Path, sources: dict[str, tuple[Campaign, dict[str, Any]]], index: dict[str, Any],
+           plan_file: Path | None) -> None:
+    """Every taken group copied into --out and the index written; on any failure --out is emptied again (a
+    second merge then finds it as the first one did), and the reason is one line."""
+    try:
+        for key, (c, _state) in sources.items():
+            shutil.copytree(c.directory / key, out / key, symlinks=True, ignore=shutil.ignore_patterns(claim.CLAIM))
+        if plan_file is not None:
+            write_bytes_atomic(out / layout.PLAN_FILE, reader.read_bytes(plan_file))
+        elif index["kind"] == "plan":
+            write_json_atomic(out / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION})
+        index_file.write_index(out, index)
+    except (OSError, shutil.Error, UserError) as e:
+        claim.clear(out)
+        why = e if isinstance(e, UserError) else (e.strerror if isinstance(e, OSError) and e.strerror else e)
+        raise UserError(f"{out}: merge could not write it ({why}); nothing was left there") from None
 
 
 def merge(inputs: list[Path], out: Path) -> Merged:
@@ -93,6 +136,8 @@ def merge(inputs: list[Path], out: Path) -> Merged:
                                     "merge takes each group from one shard (merge shards K/N, each once)")
                 continue
             sources[key] = (c, entry)
+    for key, (c, _entry) in sources.items():  # everything checked before anything is written
+        _copyable(c.directory / key)
     claim.claim(out, "merge directory")
     if claim.contents(out):  # written meanwhile by another command
         claim.release(out)
@@ -105,7 +150,6 @@ def merge(inputs: list[Path], out: Path) -> Merged:
     for key, entry in every.items():
         if key in sources:
             c, state = sources[key]
-            shutil.copytree(c.directory / key, out / key, symlinks=True, ignore=shutil.ignore_patterns(claim.CLAIM))
             merged = {k: v for k, v in state.items() if k != "shard"}
             if "group" in merged:
                 merged["group"] = str(out / key)
@@ -118,11 +162,6 @@ def merge(inputs: list[Path], out: Path) -> Merged:
     index = {k: v for k, v in first.index.items() if k not in ("shard", contract.FORMAT_KEY, "updated")}
     index[index_file.ENTRIES[first.kind][0]] = entries
     index.update(command=list(sys.argv), merged_from=[str(d) for d in inputs], merged=now_iso())
-    if first.kind == "plan":
-        plan_file = first.directory / layout.PLAN_FILE
-        if plan_file.is_file():
-            shutil.copy2(plan_file, out / layout.PLAN_FILE)
-        else:
-            write_json_atomic(out / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION})
-    index_file.write_index(out, index)
+    plan_file = first.directory / layout.PLAN_FILE
+    _write(out, sources, index, plan_file if first.kind == "plan" and os.path.lexists(plan_file) else None)
     return result

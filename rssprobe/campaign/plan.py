@@ -77,6 +77,7 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
                           next(iter(scens.values())))
     for scen in scens.values():  # every cell must fit this machine before the first one runs
         preflight.check_machine(scen, out)
+        preflight.check_alloc_conf_for(scen.torch_alloc_conf, [c.torch for c in cells])
     specs = patch_specs(next(iter(scens.values())), settings.patches)
     for cell in cells:  # a missing allocator library is one line naming its package, before anything runs
         host.allocator_library(cell.allocator_name)

@@ -201,6 +201,24 @@ def script_options(f: F) -> F:
                         help="Run a DeepSpeed training script instead of a scenario (its arguments after --).")(f)
 
 
+ARGV = "rssprobe.argv"  # the context's record of the command's words as typed (cli.Group.invoke sets it)
+
+
+def _typed() -> list[str] | None:
+    """The command's words as typed (where `--` stood), from the context; None in a library call."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(ARGV) if ctx is not None else None
+
+
+def _before_dash(args: tuple[str, ...], argv: list[str] | None) -> list[str]:
+    """The positional words given before `--` (click joins both sides into one tuple); none when the command
+    line is not known (a library call)."""
+    if argv is None:
+        return []
+    after = len(argv) - argv.index("--") - 1 if "--" in argv else 0
+    return list(args[: max(len(args) - after, 0)])
+
+
 def launch_command(args: tuple[str, ...], script: Path | None, argv: list[str]) -> list[str] | None:
     """The user's own launch command (`rssprobe run -- deepspeed --num_gpus 2 train.py ARGS`): the words after a
     `--` that nothing but options stands before, when the first is not itself a .py script; else None."""
@@ -213,16 +231,24 @@ def launch_command(args: tuple[str, ...], script: Path | None, argv: list[str]) 
 
 
 def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default",
-                       argv: list[str] | None = None) -> tuple[str | None, list[str]]:
+                       argv: list[str] | None = None, launcher: bool = False) -> tuple[str | None, list[str]]:
     """(scenario reference, extra --set values) from [SCENARIO] or --script PATH [-- ARGS]: a script is a
-    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py); with
-    `argv` (the command line), `-- LAUNCHER ... train.py ARGS` is the user's own launch command (script.command)."""
-    command = launch_command(args, script, argv) if argv is not None else None
+    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py). With
+    `launcher` (run), `-- LAUNCHER ... train.py ARGS` is the user's own launch command (script.command). A word
+    before `--` beside a script is refused: it would silently become the script's first argument. `argv`: the
+    words as typed, where a library call knows them (else the context's, which cli.Group.invoke records)."""
+    argv = argv if argv is not None else _typed()
+    command = launch_command(args, script, argv) if launcher and argv is not None else None
     if command is not None:
         path, script_args = split_command(command)
         return path, [args_set(script_args), command_set(command)]
+    before = _before_dash(args, argv)
     if script is None and args and args[0].endswith(".py"):  # rssprobe run train.py -- ARGS: the same
-        script, args = Path(args[0]), args[1:]
+        script, args, before = Path(args[0]), args[1:], before[1:]
+    if script is not None and before:
+        what = "a scenario" if len(before) == 1 and not before[0].startswith("-") else "words"
+        raise UserError(f"{' '.join(before)!r} beside the script {script}: {what} before `--` (a script is its own "
+                        "scenario; its arguments follow `--`: rssprobe run --script PATH -- ARGS)")
     if script is not None:
         ref = str(script)
         if not ref.endswith(".py"):

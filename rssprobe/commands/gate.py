@@ -8,7 +8,9 @@ Exit: 0 pass, 1 regression, 125 undecided (or "~"), 2 usage error (rssprobe.verd
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,6 +18,8 @@ import click
 from ..analysis.metrics import GATED
 from ..errors import UserError
 from ..reporters import gate as published
+from ..reporters import junit
+from ..store import outputs
 from ..workflows import gate
 from . import common_args
 from .common_args import format_option, malloc_env_option
@@ -47,6 +51,7 @@ from .common_args import format_option, malloc_env_option
 @common_args.alpha_option()
 @click.option("--junit", "junit_file", type=click.Path(path_type=Path), help="Write JUnit XML here.")
 @format_option(["terminal", "markdown", "json"])
+@common_args.all_option
 @click.option("--force", is_flag=True, help="Compare runs of different scenarios.")
 @common_args.allow_different_scripts_option
 def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None, reference: str | None,
@@ -54,7 +59,7 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
             patches: tuple[str, ...], patch_files: tuple[Path, ...], overrides: tuple[str, ...],
             malloc_env: tuple[str, ...], metrics: tuple[str, ...], threshold: float, alpha: float,
             junit_file: Path | None, fmt: str, force: bool, allow_different_scripts: bool,
-            torch_alloc_conf: str | None, allow_undecided: bool) -> None:
+            torch_alloc_conf: str | None, allow_undecided: bool, show_all: bool) -> None:
     """Decide pass / regression / undecided; exit 0 / 1 / 125 (SCENARIO may be --script PATH -- ARGS)."""
     scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
     if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
@@ -66,5 +71,26 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
         malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
         threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
         allow_different_scripts=allow_different_scripts, allow_undecided=allow_undecided))
-    published.show(result.kind, result.data, result.cases, fmt, junit_file)
+    summary = published.show(result.kind, result.data, fmt, show_all)
+    publish(summary, result.cases, junit_file)
     sys.exit(result.exit_code)
+
+
+def _optional(write: Callable[[], None]) -> None:
+    """An optional output: one that cannot be written (refused by store/outputs.py: over or inside an input, a
+    FIFO, a device, a directory; or the system's error: a full disk) is one warning line; the verdict's exit
+    code stands (a PASS that ended in a traceback would read as a regression to CI and to `git bisect run`)."""
+    try:
+        write()
+    except UserError as e:
+        click.echo(f"rssprobe: warning: {e}; not written: the verdict and its exit code stand", err=True)
+
+
+def publish(summary: str, cases: list[tuple[str, str, str]], junit_file: Path | None) -> None:
+    """The markdown verdict appended to $GITHUB_STEP_SUMMARY when that is set (GitHub Actions' job summary), and
+    the JUnit file (--junit, checked before the gate decided anything: workflows/gate.check_writable)."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        _optional(lambda: outputs.append_file(Path(target), summary + "\n", "$GITHUB_STEP_SUMMARY"))
+    if junit_file:
+        _optional(lambda: outputs.write_file(junit_file, junit.render("rssprobe.gate", cases), "--junit"))

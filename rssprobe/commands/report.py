@@ -7,14 +7,24 @@ from pathlib import Path
 import click
 
 from ..reporters import report as page
+from ..store import outputs
 from ..workflows import report
 from . import common_args
 
 
 def write_report(refs: list[str], out: Path | None = None, html_file: Path | None = None,
                  all_sites: bool = False) -> page.Written:
-    """The report for refs; HTML to html_file, else out/report.html, else reports/report-<stamp>.html."""
-    return page.write(report.collect(refs, out, html_file), all_sites)
+    """The report for refs; HTML to html_file, else out/report.html, else reports/report-<stamp>.html. Every
+    file is checked before any is written (never over or into an input, a FIFO or a directory)."""
+    pages = report.collect(refs, out, html_file)
+    written, files = page.render(pages, all_sites)
+    flags = {path: "--html" if html_file is not None and path == written.html else "--out" if out is not None
+             else "report" for path in files}
+    for path in files:
+        outputs.check_file(path, flags[path])
+    for path, data in files.items():
+        outputs.write_file(path, data, flags[path])
+    return written
 
 
 @click.command("report", epilog=common_args.examples(

@@ -32,7 +32,7 @@ def command(args: tuple[str, ...], script: Path | None, steps: int | None, overr
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker, or a DeepSpeed
     training script: --script train.py -- ARGS (its optimizer steps are the run's steps), or your own launch
     command: -- deepspeed|torchrun|accelerate launch|python ... train.py ARGS (every rank probed)."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script, argv=sys.argv)
+    scenario_ref, script_sets = common_args.scenario_or_script(args, script, launcher=True)
     assert scenario_ref is not None
     sets = common_args.sets_of([*script_sets, *overrides], steps,
                                *([f"world_size={world_size}"] if world_size is not None else []),

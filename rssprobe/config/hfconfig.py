@@ -148,7 +148,7 @@ def resolve(model: Any, label: str) -> None:
     if not 1 <= layers <= MAX_LAYERS:
         raise UserError(f"{label}: model.hf.{key}: {layers:,} layers (1 to {MAX_LAYERS:,})")
     try:
-        counts = meta_counts(base) if model.params is None else None
+        counts = _counts(hf, label, base, layers) if model.params is None else None
         if model.params is not None:
             one, two = (meta_counts(build_config(hf, label, n)) for n in (1, 2))
             per_layer, fixed = two["params"] - one["params"], 2 * one["params"] - two["params"]
@@ -168,7 +168,31 @@ def resolve(model: Any, label: str) -> None:
         zero = next((k for k, v in hf.items() if v == 0 and not isinstance(v, bool)), None)
         raise UserError(f"{label}: model.hf{'.' + zero if zero else ''}: the model would have "
                         f"{counts['empty']} parameter tensor(s) with no elements")
-    model._resolved = {"layers": layers, "params": counts["params"], "tensors": counts["tensors"]}
+    model._resolved = {"layers": layers, "params": counts["params"], "tensors": counts["tensors"],
+                       # what the activations' lower bound needs (run/preflight.check_memory)
+                       "hidden": _dimension(base, "hidden_size"), "vocab": _dimension(base, "vocab_size")}
+
+
+def _dimension(config: Any, key: str) -> int:
+    value = getattr(config, key, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+# Up to this many layers the model is built whole on the meta device; beyond, counted from 1, 2 and 3 layers when
+# its layers are equal (a meta layer costs ~10-15 ms to build here: 100,000 of them took minutes before any answer)
+WHOLE_BUILD_LAYERS = 64
+
+
+def _counts(hf: dict[str, Any], label: str, base: Any, layers: int) -> dict[str, int]:
+    """meta_counts of the model with `layers` layers: built whole when small, else extrapolated from 1, 2 and 3
+    layers when each layer adds the same (every architecture here); refused when they do not (one line)."""
+    if layers <= WHOLE_BUILD_LAYERS:
+        return meta_counts(base)
+    one, two, three = (meta_counts(build_config(hf, label, n)) for n in (1, 2, 3))
+    if any(two[k] - one[k] != three[k] - two[k] for k in ("params", "tensors")):
+        raise UserError(f"{label}: model.hf.{layers_key(base)}: {layers:,} layers of an architecture whose layers "
+                        f"differ cannot be counted without building it (at most {WHOLE_BUILD_LAYERS} here)")
+    return {k: one[k] + (layers - 1) * (two[k] - one[k]) for k in ("params", "tensors")} | {"empty": one["empty"]}
 
 
 def worker_hf(model: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import from_validation
+from ..store import outputs
 from ..store.reader import read_toml
 
 GLOB = set("*?[]")
@@ -40,6 +41,7 @@ class Limits(BaseModel):
 
 
 def load_limits(path: Path) -> dict[str, float]:
+    outputs.note(path)  # an input (store/outputs.py)
     raw = read_toml(path)
     try:
         return Limits.model_validate(raw).limits

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path, PurePosixPath
 
 from ..errors import UserError
-from ..store import reader
+from ..store import outputs, reader
 
 PATCHABLE = ("deepspeed", "torch")
 
@@ -63,6 +63,7 @@ def read_diffs(diffs: list[Path]) -> dict[Path, str]:
     directory exists, so a diff that cannot be used leaves nothing behind."""
     texts = {}
     for diff in diffs:
+        outputs.note(diff)  # an input (store/outputs.py)
         texts[diff] = reader.read_text(diff)
         _targets(diff, texts[diff])
     return texts

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserError, from_validation
-from ..store import layout
+from ..store import layout, outputs
 from ..store.reader import read_toml
 from .allocators import parse_allocator
 
@@ -182,6 +182,7 @@ def expand(plan: Plan) -> list[PlanCell]:
 def load(path: Path) -> LoadedPlan:
     """Read and validate a plan file; anything wrong is one line naming the file, the key and the reason."""
     label = str(path)
+    outputs.note(path)  # an input: nothing this command writes may land over it (store/outputs.py)
     raw = read_toml(path)  # missing, a directory, not UTF-8, not TOML: one line naming the file
     try:
         plan = Plan.model_validate(raw)

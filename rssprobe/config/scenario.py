@@ -27,6 +27,7 @@ from pydantic import (
 
 from ..contract import INRUN_EVENTS, MAX_WORLD_SIZE
 from ..errors import UserError, from_validation
+from ..store import outputs
 from ..store.reader import read_text
 from . import hfconfig
 from .script import check_file, check_overrides, raw_scenario
@@ -352,6 +353,7 @@ def _read(ref: str) -> tuple[str, dict[str, Any]]:
     if path.suffix == ".py":  # a training script: rssprobe run --script PATH
         return raw_scenario(path)
     if path.suffix == ".toml" or path.exists():
+        outputs.note(path)  # an input: nothing this command writes may land over it (store/outputs.py)
         label, text = str(path), read_text(path)
     else:
         res = resources.files("rssprobe.scenarios").joinpath(f"{ref}.toml")
@@ -419,8 +421,8 @@ def validate(raw: dict[str, Any], label: str) -> Scenario:
         raise from_validation(label, e.errors()) from None
     if scen.model.kind == "transformers":  # the config is built here, before any worker starts
         hfconfig.resolve(scen.model, label)
-    if scen.script is not None and scen.script.sha256 is None:  # a [script] table written by hand
-        resolved, sha256, _text = check_file(Path(scen.script.path))
+    if scen.script is not None:  # every file check, whether a [script] table declares a sha256 or not
+        resolved, sha256, _text = check_file(Path(scen.script.path), scen.script.sha256)
         scen.script.path, scen.script.sha256 = str(resolved), sha256
     return scen
 

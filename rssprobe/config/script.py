@@ -12,11 +12,16 @@ rssprobe/worker/script.py.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
+import stat
+import tokenize
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..store import outputs, reader
 
 # --set keys a script run takes (a prefix ending in "." takes the whole table)
 SCRIPT_SETS = ("steps", "world_size", "timeout_s", "seed", "name", "description", "probes.", "patches.",
@@ -24,27 +29,54 @@ SCRIPT_SETS = ("steps", "world_size", "timeout_s", "seed", "name", "description"
                "script.args", "script.stop_after", "script.command")
 
 
-def check_file(path: Path) -> tuple[Path, str, str]:
-    """(absolute path, sha256, text) of a script that can run; one line naming it and why otherwise."""
-    if not path.exists():
-        raise UserError(f"{path}: no such script")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, not a training script")
+# The most a script may weigh: it is read whole and compiled before any worker starts (a FIFO or /dev/zero
+# named as a script is refused by the damaged-file reader: only a regular file is read). 16 MiB of Python
+# source is far beyond any training script; a larger file is not read into memory.
+MAX_SCRIPT_BYTES = 16 << 20
+
+
+def check_file(path: Path, sha256: str | None = None) -> tuple[Path, str, str]:
+    """(absolute path, sha256, text) of a script that can run; one line naming it and why otherwise. Read through
+    the damaged-file reader (a regular file, opened without blocking, at most MAX_SCRIPT_BYTES); decoded as
+    Python decodes source (UTF-8, a byte-order mark, or the encoding a coding line declares); `sha256`: the
+    hash a [script] table declares, which the file must still have."""
+    outputs.note(path)  # an input: nothing this command writes may land over it (store/outputs.py)
     try:
-        data = path.read_bytes()
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such script") from None
     except OSError as e:
-        raise UserError(f"{path}: cannot be read ({e.strerror})") from None
+        raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{path}: is a directory, not a training script")
+    data = reader.read_bytes(path, MAX_SCRIPT_BYTES)
+    digest = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and sha256 != digest:
+        raise UserError(f"{path}: its sha256 is {digest[:12]}..., not the {str(sha256)[:12]}... its [script] table "
+                        "declares (the file changed since; drop sha256 to take it as it is)")
     try:
-        text = data.decode("utf-8")
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as e:  # a first line not UTF-8, a coding line naming no encoding, or contradicting a BOM
+        encoding = "utf-8"
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # named below, with the byte
+        else:
+            raise UserError(f"{path}: not Python source ({e.msg})") from None
+    try:
+        text = data.decode(encoding)
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 (byte {e.start}); Python source must be") from None
+        name = "UTF-8" if encoding in ("utf-8", "utf-8-sig") else encoding
+        raise UserError(f"{path}: not {name} (byte {e.start}); Python source must be UTF-8 or declare its "
+                        "encoding") from None
     try:
         compile(text, str(path), "exec", dont_inherit=True)
     except SyntaxError as e:
         raise UserError(f"{path.name}:{e.lineno}: SyntaxError: {e.msg}") from None
     except ValueError as e:  # a NUL byte
         raise UserError(f"{path}: not Python source ({e})") from None
-    return path.resolve(), hashlib.sha256(data).hexdigest(), text
+    return path.resolve(), digest, text
 
 
 def raw_scenario(path: Path) -> tuple[str, dict[str, Any]]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from .. import verdicts
 
 
-def write(path: Path, suite: str, cases: list[tuple[str, str, str]]) -> None:
-    """cases: (name, verdict, message)."""
+def render(suite: str, cases: list[tuple[str, str, str]]) -> bytes:
+    """The JUnit XML document; cases: (name, verdict, message)."""
     states = [verdicts.meaning(v).junit for _, v, _ in cases]
     root = ET.Element("testsuite", name=suite, tests=str(len(cases)), failures=str(states.count("failure")),
                       skipped=str(states.count("skipped")), errors="0")
@@ -21,5 +20,4 @@ def write(path: Path, suite: str, cases: list[tuple[str, str, str]]) -> None:
             ET.SubElement(case, "skipped", message=f"{verdict}: {message}")
         else:
             case.set("verdict", verdict)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)

@@ -33,6 +33,13 @@ def pinned_table(s: dict[str, Any]) -> Table | None:
     if not view or not (view["recorded"] or view["totals"]["held_measured"] is not None):
         return None
     cuda = view["on_cuda"]
+    if view.get("problem"):  # the rule is not known: the requests only
+        t = Table("Pinned host memory (bytes per parameter requested; nothing predicted)",
+                  ["role", "DeepSpeed code that asked", "requests", "requested"],
+                  [[r["role"], r["where"], str(r["requests"]), bpp(r["requested_bytes_per_param"])]
+                   for r in view["rows"]])
+        t.note = f"NOT PREDICTED: {view['problem']}."
+        return t
     columns = ["role", "DeepSpeed code that asked", "requests", "requested", "held, predicted for CUDA",
                *(["held on CUDA (measured, unverified per block)"] if cuda else []), "slack, predicted"]
     how = "measured on CUDA beside" if cuda else "a CPU run: every held figure is"

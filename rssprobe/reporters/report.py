@@ -43,19 +43,9 @@ def markdown_page(sections: list[html.Section], charts: list[plots.Chart], gener
     return "\n".join(out)
 
 
-def _write(path: Path, data: str | bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            path.write_text(data, encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"{path}: cannot write ({e.strerror or e})") from None
-
-
-def write(pages: Any, all_sites: bool = False) -> Written:
-    """Render `pages` (workflows.report.Pages: runs, sweeps, where the HTML goes, the --out directory)."""
+def render(pages: Any, all_sites: bool = False) -> tuple[Written, dict[Path, str | bytes]]:
+    """Render `pages` (workflows.report.Pages: runs, sweeps, where the HTML goes, the --out directory): what
+    will be written, and each file's contents (the command writes them: store/outputs.py)."""
     sections = [html.section(p.summary, all_sites) for p in pages.runs]
     series = [plots.RunSeries.of(p.summary, p.baseline, p.steps, p.side, p.side_name) for p in pages.runs]
     charts = plots.charts(series, [sec.summary for sec in sections], pages.comparison)
@@ -75,6 +65,4 @@ def write(pages: Any, all_sites: bool = False) -> Written:
                 raise UserError(f"--html {pages.html}: is where the report's {path.name} goes (--out "
                                 f"{pages.out}); give another file")
             files[path] = data
-    for path, data in files.items():
-        _write(path, data)
-    return written
+    return written, files

@@ -230,6 +230,10 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
               show_default=True)
 def main(plan_file: Path, runs: Path, out: Path) -> None:
     """Write the verdict report (markdown + PNGs beside it) from a plan's runs."""
+    target = out.resolve()
+    for given in (plan_file, runs):  # never over or into an input (rssprobe's own commands: store/outputs.py)
+        if target == given.resolve() or given.resolve() in target.parents:
+            raise click.UsageError(f"--out {out}: is or lies inside the input {given}; give another path")
     try:
         report = collect(plan_file, runs)
     except UserError as e:

@@ -42,6 +42,8 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     pin_line = pin_memory_line(s)
     if pin_line:
         lines.append(pin_line)
+    if (s.get("pinned") or {}).get("problem"):
+        lines.append(f"WARNING: {s['pinned']['problem']}")
     if s.get("never_took_effect"):
         lines.append(f"WARNING: requested patch never took effect: {', '.join(s['never_took_effect'])} "
                      "(this run proves nothing about it)")
@@ -207,8 +209,14 @@ RANK_FIGURES = ("init.rss", "steady.rss", "peak", "budget.live", "role.fp32_mast
 STAGE3_RANK_FIGURES = ("role.bit16_partitions", "role.grad_partitions", "role.gathered_params")
 
 
-def ranks_table(s: dict[str, Any]) -> Table | None:
-    """Per rank, per parameter of the whole model (and of the rank's partition), with max and mean."""
+# Ranks a terminal or markdown table lists one by one (CSV and JSON list every rank): 65,536 rows help no one,
+# and rendering them took minutes
+SHOWN_RANKS = 32
+
+
+def ranks_table(s: dict[str, Any], every: bool = False) -> Table | None:
+    """Per rank, per parameter of the whole model (and of the rank's partition), with max and mean (over every
+    rank); beyond SHOWN_RANKS ranks, unless `every`, the first ones and a row counting the others."""
     ranks = s.get("ranks")
     if not ranks:
         return None
@@ -216,11 +224,16 @@ def ranks_table(s: dict[str, Any]) -> Table | None:
     t = Table(f"Per rank ({s['world_size']} ranks; bytes per parameter of the whole model, "
               "[per parameter of the rank's partition] for the roles ZeRO partitions)",
               ["rank", "status", "steps", *figures])
-    for r in ranks:
+    listed = ranks if every or len(ranks) <= SHOWN_RANKS else ranks[:SHOWN_RANKS]
+    for r in listed:
         per_part = r["metrics_per_partition_param"] or {}
         t.rows.append([str(r["rank"]), r["status"] or NA, str(r["steps_done"]),
                        *[bpp(r["metrics"].get(f)) + (f" [{bpp(per_part[f])}]" if f in per_part else "")
                          for f in figures]])
+    if len(listed) < len(ranks):
+        statuses = sorted({str(r["status"]) for r in ranks[len(listed):]})
+        t.rows.append([f"({len(ranks) - len(listed):,} more ranks: {', '.join(statuses)}; --format csv or json "
+                       "lists every one)", "", "", *["" for _f in figures]])
     for name, fn in (("max", max), ("mean", lambda v: sum(v) / len(v))):
         row = [name, "", ""]
         for f in figures:
@@ -283,12 +296,13 @@ def group_table(data: dict[str, Any]) -> Table:
 def run_table_parts(s: dict[str, Any], all_sites: bool = False) -> tuple[list[Table], list[Table]]:
     """A run's tables, most important first: (the key ones: who owns its RSS, by phase, by code site, its pinned
     memory; the detail behind --all: ZeRO-3's gathered weights, in-run events, interventions, memray)."""
-    key = [ranks_table(s), node_table(s), budget_table(s), phases_table(s), sites_table(s, all_sites),
+    key = [ranks_table(s, all_sites), node_table(s), budget_table(s), phases_table(s), sites_table(s, all_sites),
            pinned_table(s)]
     detail = [gathered_table(s), *inrun_tables(s), interventions_table(s), native_table(s)]
     return [t for t in key if t is not None and t.rows], [t for t in detail if t is not None and t.rows]
 
 
 def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
+    """Every table of a run; `all_sites` (CSV, JSON) also lists every site and every rank."""
     key, detail = run_table_parts(s, all_sites)
     return [*key, *detail]

@@ -129,6 +129,7 @@ def build_request(s: Start) -> launch.RunRequest:
         names = "+".join(p.stem for p in s.patch_files)
         patch_label = names if patch_label == patchsets.BASELINE else f"{patch_label}+{names}"
     worker_python, env_name = envs.resolve_python(s.env_ref, s.python, log=say)
+    preflight.check_alloc_conf(scen.torch_alloc_conf, worker_python)  # before a directory (run, scale) is written
     argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
     return launch.RunRequest(scenario=scen, scenario_ref=s.scenario_ref, label=s.label or patch_label,
                              patches=specs, allocator=s.allocator, malloc_env=s.malloc_env, out=s.out,

@@ -179,6 +179,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     timed_out: bool | str = False
     interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
+    lifeline.become_subreaper()  # an orphan the run leaves (a daemon of the user's script) comes back to us
     with open(run_dir.path / contract.WORKER_LOG, "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
@@ -212,6 +213,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             _interrupt(proc)
         proc.wait()
         left = lifeline.kill_marked()  # every rank dies with its launcher, whatever phase it was in
+        left += [pid for pid in lifeline.kill_descendants() if pid not in left]  # and whatever else the run caused
         follower.poll()
         if tail is not None:
             tail.poll(final=True)

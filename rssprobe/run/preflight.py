@@ -132,25 +132,41 @@ def check_memory(scen: Scenario, total: int | None = None) -> None:
     per_param = STATE_BYTES_PER_PARAM + PER_RANK_BYTES_PER_PARAM * scen.world_size
     need = scen.model.n_params * per_param
     processes = PROCESS_BYTES * scen.world_size
-    # a forward keeps each layer's input for backward, and backward makes its gradient: 2 per element, per rank
-    # (the square-Linear model's; another kind of model is not estimated here)
-    element = {"bf16": 2, "fp16": 2}.get(scen.precision, 4)
-    linear = getattr(scen.model, "kind", "linear") == "linear"
-    activations = 2 * scen.micro_batch * scen.model.width * (scen.model.n_layers + 1) * element * scen.world_size \
-        if linear else 0
+    activations, shape, key = _activations(scen)
     if processes + activations + need > total and need <= total:
-        key = "world_size" if processes >= activations else "micro_batch"
+        key = "world_size" if processes >= activations else key
         raise UserError(f"{key}: {scen.world_size:,} ranks need about {_size(processes)} for their "
                         f"processes ({_size(PROCESS_BYTES)} each) and {_size(activations)} for activations "
-                        f"(micro_batch {scen.micro_batch:,} x width {scen.model.width:,} x "
-                        f"{scen.model.n_layers + 1} layers), beside {_size(need)} of model buffers; this machine "
-                        f"has {_size(total)}")
+                        f"({shape}), beside {_size(need)} of model buffers; this machine has {_size(total)}")
     if need > total:
         key = "model.params" if scen.model.params is not None else "model.layers"
         raise UserError(f"{key}: {scen.model.n_params:,} parameters need about {_size(need)} of host memory "
                         f"({per_param} B/param: {STATE_BYTES_PER_PARAM} of optimizer state plus "
                         f"{PER_RANK_BYTES_PER_PARAM} of bf16 model per rank x {scen.world_size}); "
                         f"this machine has {_size(total)}")
+
+
+def _activations(scen: Scenario) -> tuple[int, str, str]:
+    """A lower bound of the activations of all ranks (bytes), how it was counted, and the key that drives it.
+
+    A forward keeps each layer's input for backward, and backward makes its gradient: 2 per element, per rank.
+    The Linear stack: micro_batch x width per layer. A transformers model: micro_batch x seq_len tokens, each
+    of hidden_size per layer, and the logits (vocab_size per token) the loss reads; a script's model is its own
+    (not estimated)."""
+    element = {"bf16": 2, "fp16": 2}.get(scen.precision, 4)
+    m, world, batch = scen.model, scen.world_size, scen.micro_batch
+    kind = getattr(m, "kind", "linear")
+    if kind == "linear":
+        return (2 * batch * m.width * (m.n_layers + 1) * element * world,
+                f"micro_batch {batch:,} x width {m.width:,} x {m.n_layers + 1} layers", "micro_batch")
+    if kind == "transformers":
+        resolved = m._resolved or {}
+        hidden, vocab, seq = resolved.get("hidden", 0), resolved.get("vocab", 0), m.seq_len or 1
+        per_token = 2 * hidden * (m.n_layers + 1) + vocab
+        return (batch * seq * per_token * element * world,
+                f"micro_batch {batch:,} x seq_len {seq:,} tokens x (2 x hidden_size {hidden:,} x {m.n_layers + 1} "
+                f"layers + vocab_size {vocab:,} logits)", "model.seq_len" if seq > batch else "micro_batch")
+    return 0, "", "micro_batch"
 
 
 def user_sites(scen: Scenario, patches: list[str]) -> list[tuple[str, str]]:
@@ -291,13 +307,45 @@ def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
         raise UserError(f"{flag}: could not ask {python}'s torch how it parses the setting")
     if answer["error"]:
         raise UserError(f"{flag}: torch {answer['build']} refuses it: {answer['error']} (torch's own words)")
-    if answer["cuda_build"] and answer["parser"]:
-        return  # a CUDA build parsed all of it
-    for key in keys:
-        if not (answer["known"] or {}).get(key):
-            why = torch_alloc_conf.cuda_only_verdict(key, answer["torch"])
-            if why:
-                raise UserError(f"{flag}: {why}")
+    if not (answer["cuda_build"] and answer["parser"]):  # a CUDA build parsed all of it; a CPU build its share
+        for key in keys:
+            if not (answer["known"] or {}).get(key):
+                why = torch_alloc_conf.cuda_only_verdict(key, answer["torch"])
+                if why:
+                    raise UserError(f"{flag}: {why}")
+    _check_values(conf, answer["torch"])
+
+
+def _check_values(conf: str, torch_version: str | None) -> None:
+    """What torch would misread (stoull takes -5 as 2^64 - 5) or a CPU build does not parse at all (the CUDA-only
+    keys' values), and a combination the release is unsafe with (pytorch PR #192722): rssprobe/data/
+    torch_alloc_conf.toml's [values] and [fixes]."""
+    try:
+        torch_alloc_conf.check(conf, torch_version)
+    except ValueError as e:
+        raise UserError(f"--torch-alloc-conf {conf}: {e}") from None
+
+
+def check_alloc_conf_for(conf: str | None, torches: list[str | None], python: str | None = None) -> None:
+    """check_alloc_conf for every torch a campaign's cells run: this Python's (None, or `python`) is asked; a
+    torch release whose environment is not built yet is judged from the table alone (its CUDA-only keys, every
+    value, the fixes), and asked again when its cell starts (run/launch.prepare)."""
+    if conf is None:
+        return
+    for version in dict.fromkeys(torches or [None]):
+        if version is None:
+            check_alloc_conf(conf, python or sys.executable)
+            continue
+        try:
+            keys = torch_alloc_conf.split(conf)
+        except ValueError as e:
+            raise UserError(f"--torch-alloc-conf {conf}: {e}") from None
+        for key in keys:
+            if key in torch_alloc_conf.cuda_only_keys():
+                why = torch_alloc_conf.cuda_only_verdict(key, version)
+                if why:
+                    raise UserError(f"--torch-alloc-conf {conf}: {why}")
+        _check_values(conf, version)
 
 
 def check_sites(scen: Scenario, patches: list[str], python: str = sys.executable, overlay: bool = False) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..log import say
-from . import judgement
+from . import judgement, outputs
 from .writer import now_iso
 
 CLAIM = ".rssprobe-claim"
@@ -87,7 +87,9 @@ def _why(directory: Path, e: OSError) -> str:
 
 
 def claim(directory: Path, what: str = "output directory") -> Path:
-    """Create and claim `directory` for this process (see the module's doc); the directory."""
+    """Create and claim `directory` for this process (see the module's doc); the directory. A directory that is,
+    or lies inside, an input of the command is refused first (store/outputs.py)."""
+    outputs.check_dir(directory, what)
     made = _mkdir(directory)
     key = directory.resolve()
     if key in _held:
@@ -95,9 +97,14 @@ def claim(directory: Path, what: str = "output directory") -> Path:
     path = directory / CLAIM
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as e:
             raise UserError(f"{directory}: cannot claim the {what} ({e.strerror or e})") from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO there would take the claim's record and never give it back
+            os.close(fd)
+            raise UserError(f"{path}: is {outputs.kind(mode)}, not rssprobe's claim file; remove it, or give "
+                            "another directory")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -159,8 +166,12 @@ def contents(directory: Path) -> list[Path]:
 
 
 def clear(directory: Path) -> None:
-    """Remove everything in a claimed directory but its claim (a --fresh start)."""
+    """Remove everything in a claimed directory but its claim and the command's inputs (a --fresh start never
+    deletes the plan it was given: store/outputs.py)."""
     for p in contents(directory):
+        if outputs.kept(p):
+            say(f"{p}: kept (an input of this command)")
+            continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
         else:

@@ -29,6 +29,7 @@ DAMAGED = "damaged"  # a run whose manifest or events cannot be read
 CLAIMS_ALL = ("ok",)  # statuses that claim the data is all there
 ENDED = ("ok", "failed", "timeout")  # statuses after which a run needs no rerun
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+SHOWN_GAPS = 3  # ranks a status's reason names (a 65,536-rank run's reason stays a line)
 
 
 @dataclass
@@ -94,7 +95,9 @@ def judged(manifest: dict[str, Any], read: Callable[[int], Events],
     """(status, error, rank -> gap): the manifest's status where the files back it, else "incomplete" with why."""
     gaps = incomplete(manifest, read, table)
     if gaps:
-        return INCOMPLETE, "; ".join(gaps.values()), gaps
+        named = list(gaps.values())[:SHOWN_GAPS]  # one line whatever the ranks: the first few, then a count
+        more = f" (and {len(gaps) - SHOWN_GAPS:,} more ranks)" if len(gaps) > SHOWN_GAPS else ""
+        return INCOMPLETE, "; ".join(named) + more, gaps
     if manifest.get("status") == "running":
         why = gone(manifest.get("orchestrator"))
         if why:

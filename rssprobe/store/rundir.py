@@ -17,7 +17,7 @@ from typing import Any
 from .. import contract
 from ..contract import EVENTS, MANIFEST, RANK_EVENTS_GLOB, WORKER_LOG
 from ..errors import UserError
-from . import claim, judgement, layout, reader, upgrade
+from . import claim, judgement, layout, outputs, reader, upgrade
 from .judgement import Events
 from .layout import GROUP, runs_root
 from .writer import now_iso, write_json_atomic
@@ -349,11 +349,14 @@ def resolve_entry(ref: str) -> RunDir | GroupDir:
             entries = _by_start([*entries, noted])
         if not entries:
             raise UserError(f"latest: no runs under {runs_root()}, and no run made with --out is recorded")
+        outputs.note(entries[-1].path)
         return entries[-1]
     for candidate in (Path(ref), runs_root() / ref):
         if (candidate / GROUP).is_file():
+            outputs.note(candidate)  # an input: nothing this command writes may land in it
             return GroupDir(candidate)
         if (candidate / MANIFEST).is_file():
+            outputs.note(candidate)
             return RunDir(candidate)
     raise UserError(f"{ref}: no such run or group (not a run directory, not an id under {runs_root()}, "
                     "not 'latest')")

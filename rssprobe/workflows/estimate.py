@@ -31,12 +31,12 @@ from ..analysis import partition, sweep
 from ..analysis.pinrule import KEYS_SINCE, Rule
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import scale
-from ..config import hfconfig, modelshape, scenario, torch_alloc_conf
+from ..config import hfconfig, modelshape, patchsets, scenario, torch_alloc_conf
 from ..config.scenario import Scenario
 from ..contract import PIN_REGISTER, parse
 from ..errors import UserError
 from ..log import say
-from ..run import dsinfo
+from ..run import dsinfo, preflight
 from ..run.envs import resolve_python
 from ..run.group import TRIM_AT_END, Start
 from ..store import layout, reader
@@ -260,8 +260,7 @@ def run(req: Request) -> dict[str, Any]:
     if req.ranks_per_node is None and not req.calibrate:
         raise UserError("--ranks-per-node R is required (the ranks of one node)")
     ranks = req.ranks_per_node or 1
-    for spec in req.patches:
-        parse(spec)
+    patchsets.resolve(scen, False, False, req.patches)  # an unknown intervention is refused as `run` refuses it
     patches = [p for p in req.patches if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
     why = partition.refusal(shape, partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision],
                                                      ranks * req.nodes, req.accelerator, {}))
@@ -290,6 +289,7 @@ def run(req: Request) -> dict[str, Any]:
     if req.calibration is None:  # the calibration's runs are checked (steps against the time-out, the machine)
         scale.size_scenarios(req.scenario_ref, calibration_sets(req), calibration_sizes(scen))  # before anything
     python, _env = resolve_python(req.env_ref, req.python, log=say)
+    preflight.check_alloc_conf(req.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
                                "nodes": req.nodes, "stage": scen.zero.stage,
                                "offload_param": scen.zero.offload_param is not None})

@@ -21,7 +21,7 @@ from ..config.limits import load_limits
 from ..errors import UserError
 from ..run import group as groups
 from ..run import launch, preflight
-from ..store import campaign
+from ..store import campaign, outputs
 
 
 @dataclass
@@ -70,6 +70,7 @@ def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str]
 
 def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path]) -> None:
     preflight.check_machine(scen)
+    preflight.check_alloc_conf(scen.torch_alloc_conf)
     overlay.read_diffs(patch_files)
     preflight.check_sites(scen, specs, overlay=bool(patch_files))
 
@@ -140,9 +141,9 @@ def _against_reference(g: GateRequest, sets: list[str]) -> GateResult:
 
 def check_writable(path: Path, flag: str) -> None:
     """A file the gate writes at the end must be writable before anything is decided or run (else the
-    verdict is printed and then lost in a traceback)."""
-    if path.is_dir():
-        raise UserError(f"{flag} {path}: is a directory; give a file name")
+    verdict is printed and then lost in a traceback): not over or inside an input, not a FIFO, a device or a
+    directory (store/outputs.py), in a writable directory."""
+    outputs.check_file(path, flag)
     parent = next((p for p in path.absolute().parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise UserError(f"{flag} {path}: {parent} is not a directory")
@@ -160,8 +161,16 @@ def check_decidable(repeat: int, alpha: float) -> None:
                         f"use --repeat {need} or more, or --allow-undecided to run anyway")
 
 
+def note_inputs(g: GateRequest) -> None:
+    """What the gate reads, named before anything is written (store/outputs.py: nothing lands over or in them)."""
+    for given in (g.reference, g.candidate, g.scenario_ref, g.limits, *g.patch_files):
+        if given is not None and os.path.exists(given):
+            outputs.note(given)
+
+
 def gate(g: GateRequest) -> GateResult:
     """Decide pass / regression / undecided."""
+    note_inputs(g)
     if g.junit_file is not None:
         check_writable(g.junit_file, "--junit")
     if g.run and g.limits is None and not g.allow_undecided:

@@ -18,7 +18,7 @@ from ..analysis.sweep import Sweep
 from ..analysis.tables import read_steps, steps_frame
 from ..contract import STEPS
 from ..errors import UserError
-from ..store import campaign, claim, layout
+from ..store import campaign, claim, layout, outputs
 from ..store.rundir import GroupDir, RunDir, resolve_runs
 from . import inspect
 
@@ -81,6 +81,8 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
         raise UserError(f"{out}: --out must be a directory")
     runs: list[tuple[RunDir, int]] = []  # each member once, with the index of the ref that named it first
     for i, ref in enumerate(refs):
+        if os.path.exists(ref):
+            outputs.note(ref)  # an input (an id or 'latest' is noted where it resolves): nothing written into it
         for run in _members(ref):  # a group, a sweep or a campaign contributes every member run
             if run.path.resolve() not in {r.path.resolve() for r, _i in runs}:
                 runs.append((run, i))
@@ -96,11 +98,14 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
         who = compared and compared["a" if i == 0 else "b"]
         name = f"{side}: {who['label']} ({who['runs']} run{'s' if who['runs'] != 1 else ''})" if who else ""
         pages.append(RunPage(summary.as_dict(), summary.baseline, steps_table(run, summary), side, name))
+    html = html_file or (out / "report.html" if out is not None else _default_html())
+    if out is not None:  # over or into an input, a FIFO or a directory: refused before anything is written
+        outputs.check_dir(out, "--out")
+    outputs.check_file(html, "--html" if html_file is not None else "--out" if out is not None else "report")
     if out is not None:
         claim.claim(out, "report directory")  # one report writes it at a time (released when this one exits)
     answer = compared["answer"] if compared else _answer(refs)
-    return Pages(pages, sweeps, html_file or (out / "report.html" if out is not None else _default_html()), out,
-                 compared, answer, compared["verdict"] if compared else None)
+    return Pages(pages, sweeps, html, out, compared, answer, compared["verdict"] if compared else None)
 
 
 def _answer(refs: list[str]) -> list[str]:

@@ -1,7 +1,9 @@
-"""Drive `git bisect run` over a local checkout without touching the user's working tree.
+"""Drive `git bisect run` over a local checkout without touching the user's checkout at all.
 
-The bisection runs in a temporary detached worktree of the checkout (removed afterwards,
-bisect state included), so the user's branch, index and files stay as they were. The step
+The bisection runs in a temporary clone of the checkout that borrows its objects (`git clone --shared`:
+nothing is written into the user's repository, not even the worktree records or a packed-refs file that
+a worktree of it would leave), removed afterwards, bisect state included; the user's branch, index, refs and
+files stay as they were. The step
 command follows git's exit codes: 0 good, 1-127 bad except 125 skip, 128 and above abort.
 """
 
@@ -49,7 +51,11 @@ def run(repo: Path, good: str, bad: str, step: list[str], log: Callable[[str], N
     good_c, bad_c = commit(repo, good), commit(repo, bad)
     with tempfile.TemporaryDirectory(prefix="rssprobe-bisect-") as tmp:
         tree = Path(tmp) / "tree"
-        git(repo, "worktree", "add", "--detach", str(tree), bad_c)
+        clone = subprocess.run(["git", "clone", "--quiet", "--shared", "--no-checkout", str(repo), str(tree)],
+                               capture_output=True, text=True)
+        if clone.returncode != 0:
+            raise UserError(f"{repo}: git clone --shared failed: {clone.stderr.strip() or clone.stdout.strip()}")
+        git(tree, "checkout", "--quiet", "--detach", bad_c)
         try:
             git(tree, "bisect", "start", bad_c, good_c)
             lines = []
@@ -62,9 +68,7 @@ def run(repo: Path, good: str, bad: str, step: list[str], log: Callable[[str], N
             output = "".join(lines)
             verdicts = [(c, v) for v, c in LOGGED.findall(git(tree, "bisect", "log", check=False))]
         finally:
-            git(tree, "bisect", "reset", check=False)
-            git(repo, "worktree", "remove", "--force", str(tree), check=False)
-            git(repo, "worktree", "prune", check=False)
+            git(tree, "bisect", "reset", check=False)  # the clone goes with the temporary directory
     found = FIRST_BAD.search(output)
     candidates = []
     if not found and "could be any of" in output:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...analysis import stats
+from ...analysis import metrics, stats
 from ...config import scenario
+from ...config.limits import load_limits
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
 from ...run import envs, host, preflight
 from ...run.group import TRIM_AT_END
-from ...store import layout
+from ...store import layout, outputs
 from ..matrix import Outcome
 from . import git
 from .commits import bisect_commits
@@ -52,13 +53,24 @@ class BisectRequest:
 
 def bisect(b: BisectRequest) -> Outcome:
     """Validate everything that can be checked without a run, then run the chosen bisect; its exit code."""
+    if b.deepspeed_src is not None:  # the user's checkout: nothing this bisect writes lands in it
+        outputs.note(b.deepspeed_src)
     scen = scenario.load(b.scenario_ref, [*b.sets, TRIM_AT_END])
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     ds, torch = b.deepspeed, b.torch
     envs.check_versions("--deepspeed", ds)
     envs.check_versions("--torch", torch)
+    preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(torch) or [None], b.python)
     if b.components is not None:
         components(b.components)  # an empty or unknown set fails before any note or run
+    if b.limits is not None:  # read now, not by the first step's gate after minutes of runs
+        if b.deepspeed_src is None:
+            raise UserError(f"--limits {b.limits}: ceilings decide a commit bisect (--deepspeed-src); a version or "
+                            "component bisect compares against the reference's runs")
+        if b.limit is not None:
+            raise UserError(f"--limits {b.limits} and --limit {b.limit:g}: give one ceiling source")
+        for name in load_limits(b.limits):
+            metrics.check(f"{b.limits}:", name, scen)
 
     def runner(root: Path) -> Runner:
         return Runner(root, scen, b.scenario_ref, b.sets, b.repeat, b.metric, b.threshold, b.alpha, b.malloc_env,
