@@ -129,6 +129,7 @@ def prepare(req: RunRequest) -> Prepared:
     if req.memray and host.package_version("memray", other_python) is None:
         raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
+    preflight.check_native_pin(req.scenario, req.patches, env, ds_version)
     run_dir = RunDir.create(req.out, req.scenario.name, req.label)
     overlay_dir = run_dir.path / contract.OVERLAY
     try:
