@@ -10,6 +10,7 @@ torch 2.13.0 CPU build, pin_memory true, 2 steps; its pin requests were recorded
 from __future__ import annotations
 
 import functools
+import json
 import os
 import resource
 import shutil
@@ -96,8 +97,6 @@ def test_what_each_fix_holds_for_the_recorded_default_requests(recorded: Path) -
 
 
 def _pins(run: Path) -> list[dict[str, Any]]:
-    import json
-
     return [e for line in (run / "events.jsonl").read_text().splitlines()
             if (e := json.loads(line))["event"] == "pins"]
 
@@ -127,6 +126,8 @@ def test_lock_limit_is_the_soft_rlimit_unless_cap_ipc_lock() -> None:
         preflight.check_native_pin(tiny, ["ds.native-pin"], {}, "0.19.8", limit=8 * 2**20)
     preflight.check_native_pin(tiny, ["ds.native-pin"], {}, "0.19.8", limit=TINY_PINNED)  # exactly enough
     preflight.check_native_pin(tiny, [], {}, "0.19.8", limit=0)  # not pinning natively: nothing to check
+    with pytest.raises(UserError, match="both replace how DeepSpeed pins"):
+        preflight.check_native_pin(tiny, ["pin.register"], {"DS_PIN_MEMORY_BACKEND": "native"}, "0.19.8", limit=None)
     with pytest.raises(UserError, match=r"DeepSpeed 0\.19\.5 has no native pinned backend"):
         preflight.check_native_pin(tiny, [], {"DS_PIN_MEMORY_BACKEND": "native"}, "0.19.5", limit=None)
 
@@ -201,3 +202,44 @@ def test_native_backend_locks_each_request_at_its_own_pages(tiny_baseline: Path,
         {k: v for k, v in base.items() if k.startswith("role.")}
     shown = rssprobe("show", str(out), check=True).stdout
     assert "DS_PIN_MEMORY_BACKEND native" in shown and f"MEASURED here: mlock holds {need:,} B" in shown
+
+
+ANSWER = ROOT / "reports" / "issue7693-answer"
+
+
+def _answer(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ANSWER / "answer.py"), *args], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT, **kw)
+
+
+def test_the_answer_page_is_generated_from_the_committed_runs(tmp_path: Path) -> None:
+    """reports/issue7693-answer.md is what answer.py makes of the committed runs (H200, release sweep, the fixes'
+    CPU sweeps), line for line but the generation date; the answer sentence comes first. A device call's
+    fixes.json fills the "measured on CUDA" column only when it was measured on CUDA: the recorded H200 sweep
+    (real CUDA runs, DeepSpeed's default pinning) fills the baseline's cell with its own slope, and the CPU
+    sweep's collection is refused from that column."""
+    out = tmp_path / "answer.md"
+    proc = _answer("page", "--out", str(out), "--device", str(tmp_path / "no-device"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    committed = (ROOT / "reports" / "issue7693-answer.md").read_text().splitlines()
+    made = out.read_text().splitlines()
+    assert [x for x in made if "generated" not in x] == [x for x in committed if "generated" not in x]
+    first = next(x for x in made[1:] if x.strip())
+    assert first.startswith("**On CUDA, ZeRO-2 with the optimizer offloaded holds 28.34 ± 0.68 bytes")
+    assert "not measured (no GPU lent)" in out.read_text()
+    # a CUDA device's collection fills the column; the recorded H200 size sweep is one (baseline pinning)
+    h200 = tmp_path / "h200"
+    with tarfile.open(ROOT / "reports" / "gpu-check-h200" / "runs.tar.gz") as archive:
+        archive.extractall(h200, filter="data")
+    device = tmp_path / "device"
+    device.mkdir()
+    assert _answer("collect", str(h200 / "runs0" / "scale-default"), "--out",
+                   str(device / "fixes.json")).returncode == 0
+    assert _answer("page", "--out", str(out), "--device", str(device)).returncode == 0
+    row = next(x for x in out.read_text().splitlines() if x.startswith("| torch's caching host allocator"))
+    assert row.endswith("| 28.34 B/param |")
+    cpu = tmp_path / "cpu-device"
+    cpu.mkdir()
+    (cpu / "fixes.json").write_text(json.dumps({"environment": {"accelerator": "cpu"}, "fixes": {}}))
+    assert _answer("page", "--out", str(out), "--device", str(cpu)).returncode == 0
+    assert "28.34 B/param |" not in out.read_text() and "not measured (no GPU lent)" in out.read_text()

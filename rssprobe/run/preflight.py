@@ -190,6 +190,9 @@ def check_native_pin(scen: Scenario, patches: list[str], env: dict[str, str], ds
     and is not sized before it runs (its limit is not checked)."""
     if not pins_natively(patches, env):
         return
+    if any(parse(spec)[0] == contract.PIN_REGISTER for spec in patches):
+        raise UserError(f"{contract.NATIVE_PIN} and {contract.PIN_REGISTER} both replace how DeepSpeed pins (on "
+                        "CUDA pin.register would answer every pin call, the native backend none): give one")
     if torch_alloc_conf.release(ds_version) < NATIVE_PIN_SINCE:
         raise UserError(f"{contract.NATIVE_PIN}: DeepSpeed {ds_version} has no native pinned backend "
                         "(DS_PIN_MEMORY_BACKEND=native, PR #8211, first in 0.19.6)")
