@@ -243,3 +243,21 @@ def test_the_answer_page_is_generated_from_the_committed_runs(tmp_path: Path) ->
     (cpu / "fixes.json").write_text(json.dumps({"environment": {"accelerator": "cpu"}, "fixes": {}}))
     assert _answer("page", "--out", str(out), "--device", str(cpu)).returncode == 0
     assert "28.34 B/param |" not in out.read_text() and "not measured (no GPU lent)" in out.read_text()
+
+
+def test_estimate_names_the_fixes_for_a_cuda_target(tmp_path: Path) -> None:
+    """estimate --accelerator cuda, calibrated on the recorded H200 sweep: the target's own pin requests (exact
+    partitions) through each fix; the line names the native backend first, with the slack the estimate predicts."""
+    with tarfile.open(ROOT / "reports" / "gpu-check-h200" / "runs.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    calibration = str(tmp_path / "runs0" / "scale-default")
+    args = ("estimate", "default", "--params", "16785408", "--ranks-per-node", "1", "--accelerator", "cuda",
+            "--calibration", calibration)
+    data = json.loads(rssprobe(*args, "--format", "json", check=True).stdout)
+    rows = {r["name"]: r for r in data["fixes"]}
+    slack = data["rank"]["pinned_held_bytes"] - data["rank"]["pinned_requested_bytes"]
+    assert rows["ds.native-pin"]["saving_predicted"] == slack - (rows["ds.native-pin"]["host_predicted"]
+                                                                  - data["rank"]["pinned_requested_bytes"])
+    assert round(slack / 16785408, 2) == 9.99  # the H200's measured slack, from the target's exact partitions
+    line = next(x for x in rssprobe(*args, check=True).stdout.splitlines() if x.startswith("pinned slack"))
+    assert line.startswith("pinned slack 9.99 B/param (predicted for CUDA): DS_PIN_MEMORY_BACKEND=native would save")
