@@ -8,6 +8,7 @@ fixes.json / h2d.json when there is one (the "measured on CUDA" column).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -131,7 +132,8 @@ def page(h200: Path, pinned: Path, runs: Path, device: Path | None) -> str:
     w("Every figure below is read from a run (the commands are at the end) and says where it comes from: "
       f"**measured (H200)** on CUDA, **measured (CPU)** on a {where_cpu} machine with DeepSpeed's CPU "
       "accelerator, or **predicted** for CUDA from the pin requests recorded on the CPU and torch's caching host "
-      "allocator rule (`rssprobe/analysis/pinrule.py`, which reproduced the H200's pinned holding to 13 bytes).")
+      "allocator rule (`rssprobe/analysis/pinrule.py`: for the default scenario it predicts from a CPU run's requests "
+      f"{_agreement(h200, pinned)} of what the H200's allocator held).")
     w("")
     # -- decomposition
     w("## Where the 28 B/param go")
@@ -148,14 +150,17 @@ def page(h200: Path, pinned: Path, runs: Path, device: Path | None) -> str:
         f = sweep.get(f"role.{role}")
         w(f"| {label} | {_f(f.slope_bytes_per_param if f else None)} | "
           f"{'yes' if role in PINNED_ROLES else 'no'} | {attrs[role]} |")
-    w(f"| = DeepSpeed's host buffers | {_f(live.slope_bytes_per_param)} | 10 of them | census of live tensors |")
+    pinned_slope = sum(sweep[f"role.{r}"].slope_bytes_per_param for r in PINNED_ROLES if f"role.{r}" in sweep)
+    w(f"| = DeepSpeed's host buffers | {_f(live.slope_bytes_per_param)} | {_f(pinned_slope)} of them | census of "
+      "live tensors |")
     w(f"| **pinned-memory rounding slack** | **{_f(slack.slope_bytes_per_param)}** | the slack itself | torch's "
       "caching host allocator: each pinned buffer rounded up to a power of two (pytorch #95823) |")
     w(f"| glibc in use, not tensors | {_pm(glibc)} | no | allocator retention |")
     w(f"| **total (RSS above the pre-model baseline)** | **{_pm(total)}** | | |")
     w("")
     w("The default model's partitions sit just above a power of two, the worst case: its three pinned buffers "
-      "(10 B/param) are held in blocks of twice their size. For sizes drawn at random the slack is ~44% of the "
+      f"({_f(pinned_slope)} B/param) are held in blocks of twice their size. For sizes drawn at random the slack is "
+      f"~{1 / math.log(2) - 1:.0%} of the "
       "pinned bytes on average; `rssprobe show` predicts it for any run, and `rssprobe estimate` for any model.")
     w("")
     # -- since when
@@ -259,20 +264,41 @@ def _pr8132(h200: Path, runs: Path) -> str:
         c = _diff(base, patch)
         free, trim = _row(c, "budget.glibc_free_retained"), _row(c, "budget.rss_after_trim_above_baseline")
         n = free["n_a"] if free else 0
-        lines.append(f"* **On the CPU (measured, {n} vs {n} runs)**: **{c['verdict']}**; what it does change is "
+        lines.append(f"* **On the CPU (measured, {n} vs {n} runs, glibc's defaults)**: **{c['verdict']}**; what it "
+                     "does change is "
                      "informative only: glibc's free-but-retained memory at the end "
                      f"{_f(free['delta'], signed=True) if free else 'n/a'} B/param "
-                     f"({free['verdict'] if free else ''}), "
+                     f"({_word(free)}), "
                      f"RSS after a final trim {_f(trim['delta'], signed=True) if trim else 'n/a'} "
-                     f"({trim['verdict'] if trim else ''}). The verdict report has it per allocator: the trim lowers "
+                     f"({_word(trim)}). The verdict report has it per allocator: the trim lowers "
                      "retained memory where glibc keeps some (`MALLOC_ARENA_MAX=2`), nothing elsewhere.")
     return "\n".join(lines)
+
+
+def _word(row: dict[str, Any] | None) -> str:
+    """A comparison's verdict in words ("~": past the threshold, not significant over the repeats)."""
+    if row is None:
+        return "n/a"
+    return {"~": "past the threshold, not significant", "same": "below the threshold"}.get(row["verdict"],
+                                                                                              row["verdict"])
+
+
+def _agreement(h200: Path, pinned: Path) -> str:
+    """How close the rule's prediction from the CPU run's requests (cuda-pinned fix-baseline) comes to what the
+    H200's caching host allocator held for the same scenario (its last step's held bytes)."""
+    events = [json.loads(x) for x in (h200 / "default-baseline" / "events.jsonl").read_text().splitlines()]
+    held = [e for e in events if e["event"] == "step"][-1]["cuda"]["pinned_host"]["held"]
+    cpu = Summary(RunDir(next(pinned.rglob("fix-baseline"))))
+    predicted = ((cpu.pinned() or {}).get("totals") or {}).get("allocator_held_predicted")
+    if predicted is None:
+        return "n/a"
+    return f"{predicted:,} B, within {abs(held - predicted):,} B"
 
 
 def _measured_cpu(got: dict[str, Any]) -> str:
     runs = [r for e in got["fixes"].values() for r in e["runs"]]
     envs = {json.dumps(r["malloc_env"], sort_keys=True) for r in runs}
-    knob = ", ".join(f"{k}={v}" for k, v in json.loads(envs.pop()).items()) if len(envs) == 1 else ""
+    knob = ", ".join(f"`{k}={v}`" for k, v in json.loads(envs.pop()).items()) if len(envs) == 1 else ""
     sizes = sorted({r["params"] for r in runs if r["params"]})
     rows = ["What the CPU measures of each fix: measured (CPU), slopes over "
             f"{', '.join(f'{p / 1e6:.1f}' for p in sizes)} M params (one run a size, "
