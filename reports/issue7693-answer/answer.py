@@ -85,7 +85,8 @@ def collect(roots: list[Path], h2d: Path | None = None) -> dict[str, Any]:
             "run": str(path.relative_to(root.parent)), "status": d["status"],
             "params": d["params"], "accelerator": d["accelerator"], "versions": d["versions"],
             "malloc_env": d["malloc_env"] or {}, "steps": d["steps_done"],
-            "rss": metrics.get(RSS), "live": metrics.get("budget.live"), "locked": metrics.get("pinned.locked"),
+            "rss": metrics.get(RSS), "peak": metrics.get("init.peak"), "live": metrics.get("budget.live"),
+            "locked": metrics.get("pinned.locked"),
             "pinned_requested": metrics.get("pinned.requested"), "pinned_held_predicted": metrics.get(
                 "pinned.held_predicted"), "pinned_held_measured": metrics.get("pinned.held"),
             # VmLck above the baseline at init, after the first step, steady (mean), last step (bytes)
@@ -103,7 +104,7 @@ def collect(roots: list[Path], h2d: Path | None = None) -> dict[str, Any]:
     for entry in per_fix.values():
         ok = [r for r in entry["runs"] if r["status"] == "ok" and r["params"]]
         entry["fits"] = {key: _slope([(r["params"], r[key] * r["params"]) for r in ok if r[key] is not None])
-                         for key in ("rss", "live", "locked", "pinned_requested", "pinned_held_predicted",
+                         for key in ("rss", "peak", "live", "locked", "pinned_requested", "pinned_held_predicted",
                                      "pinned_held_measured")}
         times = [r["step_time_s"] for r in ok if r["step_time_s"]]
         entry["step_time_s"] = fmean(times) if times else None
