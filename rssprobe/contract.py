@@ -302,6 +302,10 @@ class Intervention:
 FLOAT_SCALE = "pr8132.float-scale"
 MALLOC_TRIM = "pr8132.malloc-trim"
 PIN_REGISTER = "pin.register"
+NATIVE_PIN = "ds.native-pin"
+# DeepSpeed's own switches for its native pinned backend (both first in 0.19.6: PRs #8211 and #8283)
+DS_PIN_BACKEND_ENV = "DS_PIN_MEMORY_BACKEND"
+DS_PIN_REGISTER_ENV = "DS_PIN_MEMORY_REGISTER_DEVICE"
 INJECT = "testing.inject"
 LITTER = "testing.litter"
 HOLD = "testing.hold"
@@ -321,6 +325,13 @@ INTERVENTIONS: dict[str, Intervention] = {i.name: i for i in [
                  "their exact size with cudaHostRegister, unregistered when the storage is freed, instead of torch's "
                  "power-of-two caching host allocator (CUDA only; on the CPU accelerator a no-op, counted "
                  "did_not_apply)", counter="registered"),
+    Intervention(NATIVE_PIN, "DeepSpeed's native pinned backend (DS_PIN_MEMORY_BACKEND=native, PR #8211, DeepSpeed "
+                 ">= 0.19.6): page-aligned posix_memalign + mlock at each request's exact size, registered with the "
+                 "device where register=on (DS_PIN_MEMORY_REGISTER_DEVICE, PR #8283; a no-op on the CPU "
+                 "accelerator, counted register_did_not_apply). Needs `ulimit -l` above the pinned bytes (or "
+                 "CAP_IPC_LOCK): checked before the run", counter="native_pins", options=(
+                     Option("register", str, "register the locked pages with the device (DeepSpeed's default: on)",
+                            default="on", choices=("on", "off")),)),
     Intervention(INJECT, "test only: allocate bytes_per_param x params bytes (or a fixed mib MiB, whatever the "
                  "size) touched, inside a site on one step, kept (mode=retained) or freed before it returns "
                  "(mode=transient)", counter="injections", testing=True, options=(
@@ -415,6 +426,7 @@ class Phase(Event):
     cuda: NotRequired[dict[str, Any] | None]
     glibc: NotRequired[dict[str, Any]]  # process_start: glibc's status (available, reason, version)
     hwm_reset: NotRequired[bool]
+    locked: NotRequired[float]  # VmLck: bytes page-locked (mlock) in the process
 
 
 class Hello(Event):
@@ -515,6 +527,7 @@ class Interval(Event):
     effects: NotRequired[dict[str, Any]]
     smaps: NotRequired[dict[str, int] | None]
     cuda: NotRequired[dict[str, Any] | None]
+    locked: NotRequired[float]  # VmLck at the interval's end: bytes page-locked (mlock), runs before it: absent
 
 
 class Init(Interval):
@@ -556,6 +569,7 @@ class Census(Event):
     python_objects: NotRequired[int]
     python_modules: NotRequired[int]
     census_time_s: NotRequired[float]  # the whole census's own time (its partition's: memmap.time_s)
+    locked: NotRequired[float]  # VmLck: bytes page-locked (mlock) at the census point
 
 
 class TrimAtEnd(Event):

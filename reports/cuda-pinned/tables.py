@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from rssprobe.analysis import stats
-from rssprobe.analysis.pinned import _ops
+from rssprobe.analysis.pinned import request_ops as _ops
 from rssprobe.analysis.pinrule import Rule, predict
 from rssprobe.analysis.summary import Summary
 from rssprobe.config.torch_alloc_conf import release

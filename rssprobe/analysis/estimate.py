@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.modelshape import Shape
-from . import partition, pinrule, stats
+from . import fixes, partition, pinrule, stats
 from .calibration import Calibration, Point
 from .partition import Zero
 from .pinrule import Rule
@@ -250,4 +250,7 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
                  "per_param_residual_bytes_per_param": r["per_param_residual_bytes_per_param"]},
         "node": {**view(terms, r["roles"], k), "ranks": k},
         "extrapolation": r["extrapolation"], "fits": r["fits"], "checks": checks(cal.points), "notes": notes,
+        # the pinned-slack fixes over the same requests (rssprobe/data/fixes.toml; predicted, CUDA only)
+        "fixes": fixes.compare(partition.pin_ops(target.shape, target.zero, target.via), target.rule.torch, None,
+                               target.shape.params, r["pinned"]["held"]) if target.zero.accelerator != "cpu" else [],
     }

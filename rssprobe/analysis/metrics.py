@@ -77,6 +77,10 @@ REGISTRY: tuple[Metric, ...] = (
     *(_phase(f"{p}.{k}", f"{p} {k}", headline=False) for p in ("init", "first_step", "steady", "end")
       for k in ("rss", "peak", "glibc_in_use", "glibc_free")
       if f"{p}.{k}" not in {m.pattern for m in _HEADLINE_PHASES}),
+    # VmLck above the baseline: pages mlock holds (DeepSpeed's native pinned backend really locks, on the CPU
+    # accelerator too), read per step where the run locks memory (worker); exact: whole pages of exact requests
+    *(Metric(f"{p}.locked", f"page-locked (VmLck), {p.replace('_', ' ')}", "pinned", exact=True)
+      for p in ("init", "first_step", "steady", "end")),
     Metric("role.*", "live buffers of a census role", "roles", gated=True, exact=True),
     Metric("zero3.*", "ZeRO-3 16-bit weights left gathered (a count)", "roles", gated=True, exact=True),
     # pinned host memory (analysis/pinned.py): DeepSpeed's pin requests and what torch's caching host allocator
@@ -89,6 +93,7 @@ REGISTRY: tuple[Metric, ...] = (
         ("held_predicted", "pinned host memory held, predicted for CUDA (torch's caching host allocator rule)"),
         ("slack_predicted", "pinned host memory held beyond the requests, predicted for CUDA"),
         ("held", "pinned host memory held on CUDA, measured (the host allocator's held bytes)"),
+        ("locked", "page-locked host memory at the end, measured (VmLck at the end census)"),
         ("slack", "pinned host memory held on CUDA beyond the live pinned tensors, measured"))),
     Metric("part.*", "RSS of a memory-map part", "parts"),
     Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),

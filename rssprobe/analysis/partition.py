@@ -253,3 +253,22 @@ def pin_ops(shape: Shape, zero: Zero, via: str = "torch") -> list[tuple[Any, ...
             alloc(s * FP32)
         alloc(sum(subs) * e)
     return ops
+
+
+PAGE = 4096  # mlock and cudaHostRegister lock whole pages
+
+
+def locked_peak(shape: Shape, zero: Zero) -> int:
+    """The most bytes one rank's pin requests hold at once when each is pinned at its own pages (DeepSpeed's native
+    backend: page-aligned posix_memalign + mlock of the exact size, so ceil(bytes / page) pages each): what
+    RLIMIT_MEMLOCK must allow a rank (run/preflight.py) and what VmLck reads with the native backend."""
+    held = peak = 0
+    sizes: dict[int, int] = {}
+    for op in pin_ops(shape, zero, "native"):
+        if op[0] == "alloc":
+            sizes[op[1]] = _ceil(op[2], PAGE) * PAGE
+            held += sizes[op[1]]
+            peak = max(peak, held)
+        else:
+            held -= sizes.pop(op[1], 0)
+    return peak

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..contract import PIN_REGISTER, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
-from . import pinrule
+from . import fixes, pinrule
 from .pinrule import Rule
 
 INTERNAL_NOTE = ("torch's own small pinned blocks (non_blocking device-to-host copies; 3 blocks, 13 B on the "
@@ -41,11 +41,14 @@ def request_ops(requests: list[dict[str, Any]], freed: list[dict[str, int]]) -> 
 
 
 def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_step: dict[str, Any] | None,
-              end_census: dict[str, Any] | None, params: int | None) -> dict[str, Any] | None:
+              end_census: dict[str, Any] | None, params: int | None,
+              base_census: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The run's pinned-memory view (None for a run made before pin requests were recorded and without CUDA
-    figures)."""
+    figures). `base_census` (the pre-model one) with `end_census`: the pages mlock holds at the end above the
+    baseline (VmLck), measured wherever the kernel locks them (DeepSpeed's native backend, on CPU too)."""
     measured_held = _measured_held(last_step, manifest)
-    if not pin_events and measured_held is None:
+    locked = _locked(end_census, base_census)
+    if not pin_events and measured_held is None and not locked:
         return None
     config = next((e["config"] for e in pin_events if isinstance(e.get("config"), dict)), {})
     for key, kind in (("env", dict), ("pin_memory_effective", dict), ("entries", list)):
@@ -62,7 +65,8 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     except ValueError as e:  # a setting a later check refuses (a run made before it): shown, never a traceback
         rule, problem = Rule.of(torch_version, None), (f"PYTORCH_CUDA_ALLOC_CONF {conf}: {e}; rssprobe cannot tell "
                                                         "what torch made of it, so nothing pinned is predicted")
-    p = pinrule.predict(request_ops(requests, freed), rule)
+    ops = request_ops(requests, freed)
+    p = pinrule.predict(ops, rule)
     on_cuda = (config.get("accelerator") or manifest.get("accelerator")) == "cuda"
 
     def per_param(n: float | None) -> float | None:
@@ -96,7 +100,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
         "requests": len(requests), "freed": len(gone), "alive": len(requests) - len(gone), "requested_live": live,
         "held_predicted": p.pinned,
         "allocator_held_predicted": p.held, "reserve_segment": p.segment, "exact_size": p.exact,
-        "held_measured": measured_held, "pinned_tensors_measured": pinned_tensors,
+        "held_measured": measured_held, "pinned_tensors_measured": pinned_tensors, "locked_measured": locked,
     }
     totals.update({f"{k}_bytes_per_param": per_param(v) for k, v in list(totals.items())
                    if k not in ("requests", "freed", "alive")})
@@ -117,7 +121,14 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
         "ds_pin_backend": (config["env"] or {}).get("DS_PIN_MEMORY_BACKEND"),
         "entries": config.get("entries"), "rows": out_rows, "totals": totals, "undersized_reuse": p.undersized,
         "undersized_reuses": len(p.undersized), "via_register": any(r["via"] == "register" for r in out_rows),
+        "via_native": sum(r["requests"] for r in out_rows if r["via"] == "native"),
+        # the known answer of the native backend: what mlock holds is the native requests' own pages, no more
+        "locked_minus_native_pages": None if locked is None else locked - p.exact,
         "not_predicted": INTERNAL_NOTE, "problem": problem,
+        # every fix of rssprobe/data/fixes.toml over the same requests (predicted for CUDA), the one in use named
+        "fixes": fixes.compare(ops, torch_version, conf, params, p.pinned, manifest.get("versions") or {})
+        if pin_events and not problem else [],
+        "fix_in_use": fixes.of_run(list(manifest.get("patches") or []), conf, zero.get("pin_memory")).name,
     }
 
 
@@ -129,6 +140,13 @@ def _measured_held(last_step: dict[str, Any] | None, manifest: dict[str, Any]) -
     register = (manifest.get("effects") or {}).get(PIN_REGISTER) or {}
     held = [register.get(k, 0) for k in ("registered_bytes", "unregistered_bytes")]
     return host["held"] + (held[0] - held[1] if all(isinstance(v, int) for v in held) else 0)
+
+
+def _locked(end: dict[str, Any] | None, base: dict[str, Any] | None) -> int | None:
+    """VmLck at the end census above the pre-model one (bytes); None where either did not read it."""
+    a, b = (end or {}).get("locked"), (base or {}).get("locked")
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (a, b))
+    return a - b if ok else None  # type: ignore[operator]
 
 
 def metrics(view: dict[str, Any] | None) -> dict[str, float]:
@@ -143,6 +161,7 @@ def metrics(view: dict[str, Any] | None) -> dict[str, float]:
             out["pinned.held_predicted"] = t["held_predicted_bytes_per_param"]
             out["pinned.slack_predicted"] = t["slack_predicted_bytes_per_param"]
     out["pinned.held"] = t["held_measured_bytes_per_param"]
+    out["pinned.locked"] = t["locked_measured_bytes_per_param"]
     out["pinned.slack"] = t["slack_measured_bytes_per_param"]
     return {k: v for k, v in out.items() if v is not None}
 

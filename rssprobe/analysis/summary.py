@@ -106,13 +106,18 @@ class Summary:
         def mean(values: list[float | None]) -> float | None:
             return None if any(v is None for v in values) else fmean(values)  # type: ignore[arg-type]
 
-        return {
+        out = {
             "rss": self.bpp(mean([e["rss"] - base["rss"] for e in events])),
             "peak": self.bpp(max(e["peak"] for e in events) - base["rss"]),
             "glibc_in_use": self.bpp(mean([_sub(glibc_in_use(e["mallinfo"]), glibc_in_use(base["mallinfo"]))
                                            for e in events])),
             "glibc_free": self.bpp(mean([_sub(_free(e["mallinfo"]), _free(base["mallinfo"])) for e in events])),
         }
+        # VmLck (mlock'ed pages: DeepSpeed's native pinned backend), where the worker read it: at every step of a
+        # run that locks memory; absent otherwise (runs before it was read, runs that lock nothing)
+        if "locked" in base and all("locked" in e for e in events):
+            out["locked"] = self.bpp(mean([e["locked"] - base["locked"] for e in events]))
+        return out
 
     def phases(self) -> dict[str, dict[str, float | None]]:
         init = self.by_kind.get("init", [])
@@ -329,7 +334,7 @@ class Summary:
     def pinned(self) -> dict[str, Any] | None:
         """DeepSpeed's pin requests by role and site, CUDA's holding predicted (and on CUDA measured)."""
         return pinned.summarize(self.by_kind.get("pins", []), self.manifest, self.steps[-1] if self.steps else None,
-                                self.census.get("end"), self.params)
+                                self.census.get("end"), self.params, base_census=self.census.get("pre_model"))
 
     # ---- ZeRO stage ----------------------------------------------------------------------
     def zero(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ PINNED = ("held", "held_peak", "in_use", "in_use_peak")
 
 
 def _probe_columns(e: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"rss": e.get("rss")}
+    row: dict[str, Any] = {"rss": e.get("rss"), "locked": e.get("locked")}  # locked: VmLck, where it was read
     mi = e.get("mallinfo")
     for k in MALLINFO:
         row[f"glibc_{k}"] = mi[k] if mi else None
@@ -47,7 +47,8 @@ def steps_frame(events: list[dict[str, Any]]) -> pd.DataFrame:
             row[f"{part}_rss"] = p.get("rss")
             row[f"{part}_peak"] = p.get("peak")
         rows.append(row)
-    columns = ["step", "time_s", "probe_s", "rss", "peak", "entry_rss", "loss", *[f"glibc_{k}" for k in MALLINFO],
+    columns = ["step", "time_s", "probe_s", "rss", "locked", "peak", "entry_rss", "loss",
+               *[f"glibc_{k}" for k in MALLINFO],
                *[f"smaps_{k}" for k in SMAPS], *[f"cuda_{k}" for k in CUDA], *[f"pinned_{k}" for k in PINNED],
                *[f"{p}_{k}" for p in PARTS for k in ("rss", "peak")]]
     frame = pd.DataFrame(rows, columns=columns).astype("Float64").astype({"step": "Int64"})

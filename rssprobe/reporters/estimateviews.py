@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .output import emit
+from .pinviews import fixes_sentence
 from .table import NA, Table
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20))
@@ -81,6 +82,11 @@ def header_lines(data: dict[str, Any]) -> list[str]:
              f"torch {v['calibration'].get('torch')}, DeepSpeed {v['calibration'].get('deepspeed')}",
              f"pin_memory: optimizer {pins['offload_optimizer']}, parameters {pins['offload_param']}; pinned via "
              f"{t['pinned_via']}" + (f"; alloc conf {t['torch_alloc_conf']}" if t["torch_alloc_conf"] else "")]
+    if data.get("fixes"):  # the pinned-slack fixes and their predicted saving (analysis/fixes.py)
+        rank = data["rank"]
+        slack = (rank["pinned_held_bytes"] - rank["pinned_requested_bytes"]) / t["params"]
+        line = fixes_sentence(data["fixes"], slack)
+        lines += [line] if line else []
     for word, terms in (("measured", data["measured_terms"]), ("predicted", data["predicted_terms"])):
         by_source: dict[str, list[str]] = {}
         for term, source in terms.items():

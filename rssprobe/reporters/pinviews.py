@@ -25,7 +25,39 @@ def pin_memory_line(s: dict[str, Any]) -> str | None:
     used = ", ".join(f"{k}.pin_memory {str(v).lower()}" for k, v in effective.items() if v is not None) \
         or "(not recorded)"
     conf = view["alloc_conf"] or "unset"
-    return f"zero.pin_memory: {chosen}; DeepSpeed used {used}; PYTORCH_CUDA_ALLOC_CONF {conf}"
+    backend = f"; DS_PIN_MEMORY_BACKEND {view['ds_pin_backend']}" if view.get("ds_pin_backend") else ""
+    return f"zero.pin_memory: {chosen}; DeepSpeed used {used}; PYTORCH_CUDA_ALLOC_CONF {conf}{backend}"
+
+
+def fix_line(s: dict[str, Any]) -> str | None:
+    """The fixes that would save pinned memory on CUDA for this run, with their predicted saving (analysis/fixes.py
+    computed them; rssprobe/data/fixes.toml declares them); None when none would, or nothing was recorded."""
+    view = s.get("pinned")
+    if not view or not view.get("fixes"):
+        return None
+    return fixes_sentence(view["fixes"], view["totals"]["slack_predicted_bytes_per_param"])
+
+
+def fixes_sentence(rows: list[dict[str, Any]], slack_bytes_per_param: float | None,
+                   at_least: float = 0.01) -> str | None:
+    """One sentence naming the fixes that would save pinned memory on CUDA for this run (predicted), the
+    recommended one first: "pinned slack 9.99 B/param: DS_PIN_MEMORY_BACKEND=native ... would save ~9.99 B/param
+    at full bandwidth (53-55 GB/s, DeepSpeed PR #8283); ...". None where nothing would be saved."""
+    saving = [r for r in rows if not r["reference"] and (r["saving_predicted_bytes_per_param"] or 0) >= at_least]
+    if not saving or slack_bytes_per_param is None:
+        return None
+    saving.sort(key=lambda r: (not r["recommended"], not r["full_bandwidth"], r["not_available"] is not None,
+                               -(r["saving_predicted_bytes_per_param"] or 0)))
+    first, others = saving[0], saving[1:]
+    speed = "at full bandwidth" if first["full_bandwidth"] else "at pageable-copy bandwidth"
+    na = f"; {first['not_available']}" if first["not_available"] else ""
+    text = (f"pinned slack {slack_bytes_per_param:.2f} B/param (predicted for CUDA): {first['short']} would save "
+            f"~{first['saving_predicted_bytes_per_param']:.2f} B/param {speed} ({first['h2d']} host-to-device on an "
+            f"H200 per DeepSpeed PR #8283{na})")
+    also = [f"{r['short']} ~{r['saving_predicted_bytes_per_param']:.2f}"
+            + ("" if r["full_bandwidth"] else f" at {r['h2d']}")
+            + (f" ({r['not_available']})" if r["not_available"] else "") for r in others]
+    return text + (f"; also {', '.join(also)}" if also else "") + "."
 
 
 def pinned_table(s: dict[str, Any]) -> Table | None:
@@ -84,6 +116,14 @@ def _note(view: dict[str, Any], cuda: bool) -> str:
     if view["via_register"]:
         parts.append("pin.register: predicted at the requests' own page-rounded size"
                      + ("" if cuda else " (on the CPU accelerator it did not apply: see Interventions)"))
+    if view.get("via_native"):
+        parts.append(f"{view['via_native']} requests pinned by DeepSpeed's native backend (posix_memalign + mlock): "
+                     "predicted at their own page-rounded size")
+    if tot.get("locked_measured") is not None and (view.get("via_native") or tot["locked_measured"]):
+        diff = view.get("locked_minus_native_pages")
+        parts.append(f"MEASURED here: mlock holds {tot['locked_measured']:,} B above the baseline (VmLck at the end "
+                     f"census, {bpp(tot['locked_measured_bytes_per_param'])} B/param)"
+                     + (f", the requests' own pages {diff:+,} B" if diff is not None else ""))
     if cuda:
         parts.append("measured per block = the /proc/self/maps mapping holding the tensor (unverified on a device); "
                      "the total is the allocator's own held bytes at the last step")

@@ -154,6 +154,8 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
              f"Generated {generated} from the runs of `{plan_path}` in `{runs}`. Scenario `{settings.scenario}`"
              + (f" ({params:,} parameters)" if params else "") + "; ZeRO-2, optimizer offloaded to the CPU, bf16, "
              "clipping 1.0; every figure is bytes per parameter above each run's own pre-model baseline.", "",
+             "The answer on one page, with CUDA's pinned-memory rounding and the fixes compared: "
+             "[issue7693-answer.md](issue7693-answer.md); this report is its evidence on the CPU, claim by claim.", "",
              "## Commands", "", "```",
              "make verdict     # = the two lines below, after installing the allocator libraries and ccache",
              f"rssprobe matrix --plan {plan_path} --out {runs}",

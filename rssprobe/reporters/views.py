@@ -7,7 +7,7 @@ from typing import Any
 from ..analysis.metrics import short_name
 from .inrunviews import inrun_tables
 from .modelviews import model_lines, tensors_note
-from .pinviews import pin_memory_line, pinned_table
+from .pinviews import fix_line, pin_memory_line, pinned_table
 from .table import NA, Table, bpp, mib
 
 __all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tables", "zero_line"]
@@ -44,6 +44,9 @@ def header_lines(s: dict[str, Any]) -> list[str]:
         lines.append(pin_line)
     if (s.get("pinned") or {}).get("problem"):
         lines.append(f"WARNING: {s['pinned']['problem']}")
+    fixes = fix_line(s)
+    if fixes:
+        lines.append(fixes)
     if s.get("never_took_effect"):
         lines.append(f"WARNING: requested patch never took effect: {', '.join(s['never_took_effect'])} "
                      "(this run proves nothing about it)")

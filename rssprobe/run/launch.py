@@ -135,6 +135,7 @@ def prepare(req: RunRequest) -> Prepared:
     if req.memray and host.package_version("memray", other_python) is None:
         raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
+    preflight.check_native_pin(req.scenario, req.patches, env, ds_version)
     run_dir = RunDir.create(req.out, req.scenario.name, req.label)
     if req.scenario.script is not None and req.scenario.script.command:  # the user's launcher starts the ranks
         env = environment.launched(env, run_dir.path, req.scenario.script.path)

@@ -18,6 +18,7 @@ import functools
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -167,6 +168,66 @@ def _activations(scen: Scenario) -> tuple[int, str, str]:
                 f"micro_batch {batch:,} x seq_len {seq:,} tokens x (2 x hidden_size {hidden:,} x {m.n_layers + 1} "
                 f"layers + vocab_size {vocab:,} logits)", "model.seq_len" if seq > batch else "micro_batch")
     return 0, "", "micro_batch"
+
+
+CAP_IPC_LOCK = 14  # linux/capability.h: mlock without RLIMIT_MEMLOCK's bound
+NATIVE_PIN_SINCE = (0, 19, 6)  # DeepSpeed's native pinned backend: PR #8211 (device registration: PR #8283)
+
+
+def lock_limit(status: str | None = None, soft: int | None = None) -> int | None:
+    """Bytes this process may mlock, and so every worker it starts (they inherit its limit and capabilities):
+    RLIMIT_MEMLOCK's soft limit (`ulimit -l`), None when there is no bound: RLIM_INFINITY, or CAP_IPC_LOCK in the
+    effective set (root has it by default; the kernel then does not count). `status` and `soft` are for tests."""
+    if status is None:
+        try:
+            status = Path("/proc/self/status").read_text()
+        except OSError:
+            status = ""
+    eff = next((line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), None)
+    if eff is not None and int(eff, 16) >> CAP_IPC_LOCK & 1:
+        return None
+    if soft is None:
+        soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else soft
+
+
+def pins_natively(patches: list[str], env: dict[str, str]) -> bool:
+    """The run pins through DeepSpeed's native backend: the ds.native-pin intervention, or the variable set."""
+    return any(parse(spec)[0] == contract.NATIVE_PIN for spec in patches) or \
+        env.get(contract.DS_PIN_BACKEND_ENV, "").strip().lower() == "native"
+
+
+def check_native_pin(scen: Scenario, patches: list[str], env: dict[str, str], ds_version: str,
+                     limit: int | bool | None = True) -> None:
+    """UserError (one line) for a run that pins natively where it cannot: a DeepSpeed without the backend, or a
+    lock limit below the most one rank's requests hold at once (each its own pages). mlock failing inside
+    DeepSpeed's op aborts the worker (an assert on its null pointer) after minutes; here it is said first, with
+    the `ulimit -l` that is needed. `limit` (bytes, None = unbounded) is for tests; a script's model is its own
+    and is not sized before it runs (its limit is not checked)."""
+    if not pins_natively(patches, env):
+        return
+    if any(parse(spec)[0] == contract.PIN_REGISTER for spec in patches):
+        raise UserError(f"{contract.NATIVE_PIN} and {contract.PIN_REGISTER} both replace how DeepSpeed pins (on "
+                        "CUDA pin.register would answer every pin call, the native backend none): give one")
+    if torch_alloc_conf.release(ds_version) < NATIVE_PIN_SINCE:
+        raise UserError(f"{contract.NATIVE_PIN}: DeepSpeed {ds_version} has no native pinned backend "
+                        "(DS_PIN_MEMORY_BACKEND=native, PR #8211, first in 0.19.6)")
+    bound = lock_limit() if limit is True else limit
+    if bound is None or scen.script is not None:
+        return
+    from ..analysis import partition
+    from ..analysis.summary import ELEMENT_BYTES
+    from ..config import modelshape
+
+    shape = modelshape.of(scen)
+    zero = partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision], scen.world_size, "cpu",
+                             {"pin_memory": True})
+    need = partition.locked_peak(shape, zero)
+    if need > bound:
+        kib = -(-need // 1024)
+        raise UserError(f"{contract.NATIVE_PIN}: each rank mlocks up to {need:,} B ({kib:,} KiB) for DeepSpeed's "
+                        f"pinned buffers, but the lock limit is {bound // 1024:,} KiB and this process lacks "
+                        f"CAP_IPC_LOCK: run `ulimit -l {kib}` (or more) first")
 
 
 def user_sites(scen: Scenario, patches: list[str]) -> list[tuple[str, str]]:

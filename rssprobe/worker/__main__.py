@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import (
+    DS_PIN_BACKEND_ENV,
     EXIT_NO_WORKER,
     EXIT_TERMINATED,
+    NATIVE_PIN,
     NO_WORKER_ENV,
     WORKER_SPEC,
     OptionError,
@@ -76,11 +78,16 @@ class Worker:
         self.accelerator = "cpu"  # DeepSpeed's accelerator, once picked (start)
         self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
         self.hf_ds_config: Any = None  # a loaded model's HfDeepSpeedConfig (transformers holds it weakly)
+        # VmLck per step only where something locks memory (the native pinned backend, or a census that found
+        # locked pages); phases and census points read it always
+        self.locks_memory = False
 
-    def probe(self, smaps: bool = False, rss: int | None = None) -> dict[str, Any]:
+    def probe(self, smaps: bool = False, rss: int | None = None, locked: bool | None = None) -> dict[str, Any]:
         """One reading; `rss`, when given, is an interval's end RSS, read with its peak in one status read,
-        so that an interval's peak is never below the RSS its event reports."""
-        out = snapshot(with_smaps=smaps and self.scenario["probes"]["smaps"])
+        so that an interval's peak is never below the RSS its event reports. `locked` (VmLck): by default
+        where the run locks memory."""
+        out = snapshot(with_smaps=smaps and self.scenario["probes"]["smaps"],
+                       with_locked=self.locks_memory if locked is None else locked)
         if rss is not None:
             out["rss"] = rss
         if self.torch is not None:
@@ -88,7 +95,7 @@ class Worker:
         return out
 
     def phase(self, name: str, **extra: Any) -> None:
-        self.events.emit("phase", name=name, **self.probe(smaps=True), **extra)
+        self.events.emit("phase", name=name, **self.probe(smaps=True, locked=True), **extra)
 
     def census(self, at: str) -> None:
         probes = self.scenario["probes"]
@@ -105,8 +112,10 @@ class Worker:
                 imported = census.imported_since(self.modules_seen)
             # what the census cost (its partition's own share is memmap["time_s"]): it grows with the process
             census_time_s = time.perf_counter() - started
+            locked = procfs.locked_bytes()
+            self.locks_memory = self.locks_memory or bool(locked)
             self.events.emit("census", at=at, rss=rss, mallinfo=mallinfo, memmap=parts, imported=imported,
-                             census_time_s=census_time_s, **found)
+                             census_time_s=census_time_s, **({} if locked is None else {"locked": locked}), **found)
 
     def run(self) -> None:
         self.start()
@@ -168,7 +177,15 @@ class Worker:
 
         training.init_distributed(compiling)
         training.load_cpu_adam(compiling)
+        if self.pins_natively():
+            self.locks_memory = True
+            training.load_pin_memory(compiling)
         self.phase("ops_loaded")
+
+    def pins_natively(self) -> bool:
+        """DeepSpeed's native pinned backend is on: the ds.native-pin intervention, or the variable set by the user."""
+        return any(parse(spec)[0] == NATIVE_PIN for spec in self.spec["patches"]) or \
+            os.environ.get(DS_PIN_BACKEND_ENV, "").strip().lower() == "native"
 
     def baseline(self) -> None:
         self.census("pre_model")

@@ -47,6 +47,13 @@ def rss_and_hwm() -> tuple[int, int]:
     return _status_kb(status, b"VmRSS:"), _status_kb(status, b"VmHWM:")
 
 
+def locked_bytes() -> int | None:
+    """VmLck: bytes of this process's pages locked in memory (mlock; DeepSpeed's native pinned backend), counted in
+    whole pages by the kernel. None where the kernel does not say (a status without the line)."""
+    status = os.pread(_fd("status", os.O_RDONLY), 16384, 0)
+    return _status_kb(status, b"VmLck:") if b"VmLck:" in status else None
+
+
 def rusage_max_rss() -> int:
     """getrusage's ru_maxrss in bytes: VmHWM (the mm's hiwater_rss, which clear_refs resets), or, on kernels
     that fold it in, the peak inherited at exec if higher; PeakTracker guards against that part.

@@ -48,6 +48,20 @@ def load_cpu_adam(on_compile: Callable[[str], None]) -> None:
     CPUAdamBuilder().load()
 
 
+def load_pin_memory(on_compile: Callable[[str], None]) -> bool:
+    """Load DeepSpeed's pin_memory op (its native pinned backend, DS_PIN_MEMORY_BACKEND=native: PR #8211, 0.19.6)
+    before the baseline probe, as cpu_adam is, when the run pins natively. False where this DeepSpeed has none
+    (the ds.native-pin intervention then refuses the run, in one line)."""
+    try:
+        from deepspeed.ops.op_builder import PinMemoryBuilder
+    except ImportError:
+        return False
+    if not ops_cached("pin_memory"):
+        on_compile("pin_memory")
+    PinMemoryBuilder().load()
+    return True
+
+
 ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "silu": "SiLU", "tanh": "Tanh"}  # scenario name -> torch.nn class
 
 

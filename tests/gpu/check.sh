@@ -7,7 +7,7 @@
 # scale-default.md) and every run directory (runs.tar.gz): 7 files, within what a device call brings back.
 # Exit status: pytest's (5 = nothing ran), 124 = timed out, 3 = a package missing and no wheel for it,
 # 4 = no CUDA device (the CPU parts passed, tests/gpu skipped: nothing verified on a GPU).
-# EVIDENCE=pinned (reports/cuda-pinned.md, issue 22): GPU_CHECK_TESTS=tests/gpu/test_pinned_cuda.py and, after
+# EVIDENCE=fixes (reports/issue7693-answer.md, issue 30): evidence_fixes below; EVIDENCE=pinned (reports/cuda-pinned.md, issue 22): GPU_CHECK_TESTS=tests/gpu/test_pinned_cuda.py and, after
 # them, evidence_pinned below instead of the check's own evidence; DeepSpeed releases' wheels in .whl/releases/
 # (not installed with the rest: one is put first on the path per release run).
 set -uo pipefail
@@ -55,8 +55,40 @@ PY
         [ "$rc" -ne 0 ] && return $rc
         return 4
     fi
-    if [ "${EVIDENCE:-check}" = pinned ]; then evidence_pinned; else evidence; fi
+    case "${EVIDENCE:-check}" in
+        pinned) evidence_pinned ;;
+        fixes) evidence_fixes ;;
+        *) evidence ;;
+    esac
     return $rc
+}
+
+# Issue 30 on a device (reports/issue7693-answer.md): each pinning mode's host-to-device bandwidth and held bytes
+# (tests/gpu/h2d_bench.py), then the default scenario at two sizes (FIX_LAYERS, default 2 and 8 layers: 8.4 M and
+# 33.6 M params, the H200 sweep's first two) under each fix of rssprobe/data/fixes.toml, size by size so that
+# every fix has its first size before any has its second, while time is left (EVIDENCE_S, default 330 s); then
+# fixes.json (reports/issue7693-answer/answer.py collect) for the answer page's "measured on CUDA" column.
+# One call: EVIDENCE=fixes GPU_CHECK_TESTS=tests/gpu/test_fixes_cuda.py GPU_CHECK_TIMEOUT=60 bash tests/gpu/check.sh
+evidence_fixes() {
+    local deadline=$((SECONDS + ${EVIDENCE_S:-330})) runs=$TMPRUNS/runs0 rs=("$PY" -m rssprobe) left
+    local answer=("$PY" reports/issue7693-answer/answer.py)
+    mkdir -p "$runs"
+    ulimit -l unlimited 2>/dev/null || ulimit -l "$(ulimit -H -l)" 2>/dev/null  # the native backend mlocks
+    echo "lock limit: $(ulimit -l) KiB; CapEff $(grep CapEff /proc/self/status | cut -f2)"
+    timeout 90 "$PY" tests/gpu/h2d_bench.py --out "$OUT/h2d.json" >"$runs/h2d.log" 2>&1
+    echo "h2d bench: exit $? ($SECONDS s into the check)"
+    for layers in ${FIX_LAYERS:-2 8}; do
+        for fix in baseline ds.native-pin torch.cached-size pin_memory=false pin.register ds.native-pin:register=off; do
+            left=$((deadline - SECONDS)); [ "$left" -gt 30 ] || { echo "no time left for $fix at $layers layers"; break 2; }
+            local name; name=$("${answer[@]}" options --slug "$fix")
+            # shellcheck disable=SC2046  # the fix's options, word-split on purpose
+            timeout "$left" "${rs[@]}" run default --steps 4 --set "model.layers=$layers" \
+                $("${answer[@]}" options "$fix") --out "$runs/fix-$name-l$layers" >"$runs/fix-$name-l$layers.log" 2>&1
+            echo "$fix, $layers layers: exit $? ($SECONDS s into the check); $(tail -1 "$runs/fix-$name-l$layers.log")"
+        done
+    done
+    "${answer[@]}" collect "$runs" --h2d "$OUT/h2d.json" --out "$OUT/fixes.json" && echo "fixes.json written"
+    tar czf "$OUT/runs.tar.gz" -C "$TMPRUNS" --exclude='checkpoints' runs0 && ls -la "$OUT"
 }
 
 # Issue 22 on a device, in priority order while time is left (EVIDENCE_S, default 340 s): the default scenario's
