@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..analysis import stats
+from ..config import sizes
 from ..config.script import args_set
 from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
@@ -31,6 +32,42 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
+
+
+class ParamCount(click.ParamType):
+    """A parameter count as people write it: 7B, 1.3B, 350M, 70e9 (config/sizes.py, the one parser of sizes)."""
+
+    name = "count"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return sizes.count(value) if isinstance(value, str) else float(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class ParamCounts(click.ParamType):
+    """A list of parameter counts: 1e8,200M,0.4B."""
+
+    name = "counts"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return sizes.counts(value) if isinstance(value, str) else list(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class ByteSize(click.ParamType):
+    """An amount of memory: 512G, 1.5TiB, 2TB (config/sizes.py)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return sizes.nbytes(value) if isinstance(value, str) else int(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
 
 
 # The statistics options diff, gate and bisect share: a value out of range would change the
