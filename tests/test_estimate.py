@@ -500,3 +500,27 @@ def test_held_out_two_ranks_lie_inside_the_estimates_interval(tiny_calibration: 
     assert abs(got["fits"]["model_copy"]["slope_bytes_per_param"] - 4.00) <= copy_noise
     entry = sum(r["after_model"] for r in ranks)  # the node at initialize's entry: a whole model on each rank
     assert abs(got["node"]["initialize_model_copy_bytes"] / entry - 1) <= WITHIN
+    assert all(view[f"{k}_bytes_low"] >= view[f"{k}_bytes_floor"] for view in (got["rank"], got["node"])
+               for k in ("steady_rss", "peak_rss", "initialize_peak"))
+
+
+@pytest.mark.worker
+def test_far_beyond_its_calibration_it_says_how_to_calibrate_nearer(
+        tiny_calibration: tuple[Path, dict[str, Any], str]) -> None:
+    """The issue's `--params 7e9 --ranks-per-node 8` (printed [-538.87, 1,095.26] GiB before): from the cached tiny
+    calibration (nothing runs), 2,000x beyond it, no bound is negative or below the floor, no interval is wider
+    than its figure, and a note gives the command that calibrates nearer, with sizes this machine holds and about
+    how long it takes."""
+    root, _one, _err = tiny_calibration
+    proc = rssprobe("estimate", "tiny", "--params", "7B", "--ranks-per-node", "8", "--accelerator", "cpu",
+                    *STEADY_GLIBC, "--format", "json", env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
+    assert "calibrating" not in proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["far"] and got["target"]["params"] > 6.9e9
+    for view in (got["rank"], got["node"]):
+        for key in estimate.FIELDS.values():
+            low, high, value = (view.get(f"{key}_bytes{s}") for s in ("_low", "_high", ""))
+            if low is not None:
+                assert 0 <= view[f"{key}_bytes_floor"] <= low <= value <= high and high - low <= value, key
+    [note] = [n for n in got["notes"] if "calibrate nearer" in n]
+    assert "--calibration-params" in note and " min" in note and "--params 7B" in note

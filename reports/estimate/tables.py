@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 from statistics import fmean
+from typing import Any
 
 from rssprobe.analysis.summary import Summary
 from rssprobe.errors import UserError
@@ -98,24 +99,59 @@ def rows(out: Path) -> list[str]:
     return lines
 
 
+def _gib(n: float | None) -> str:
+    return "n/a" if n is None else f"{n / 2**30:,.0f}"
+
+
+def _range(view: dict[str, Any], key: str) -> str:
+    low, high = view.get(f"{key}_bytes_low"), view.get(f"{key}_bytes_high")
+    return f"{_gib(view[f'{key}_bytes'])} [{_gib(low)}, {_gib(high)}]" if low is not None else \
+        f"{_gib(view[f'{key}_bytes'])} (no interval)"
+
+
 def projections(out: Path) -> list[str]:
-    """projections.sh's estimates: per node, torch's default rounding against pin.register."""
-    gib = 2**30
-    lines = ["| target | params | ZeRO | ranks/node | live buffers | pinned slack | steady RSS | with pin.register | "
-             "saved | peak RSS [95%] | initialize peak is | DeepSpeed's estimate |", "|---|---:|---|---:|" + "---:|" * 6
-             + "---|---:|"]
+    """projections.sh's estimates: GiB per node, torch's default rounding against pin.register."""
+    lines = ["| target | params | ZeRO | GPUs/node x nodes | live buffers | pinned slack | steady [95%] | with "
+             "pin.register | peak [95%] | peak during | provision | DeepSpeed's estimator |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for path in sorted((out / "projections").glob("*--default.json")):
         base = json.loads(path.read_text())
         fixed = json.loads(path.with_name(path.name.replace("--default", "--register")).read_text())
         t, n, f = base["target"], base["node"], fixed["node"]
         zero = f"{t['stage']}" + (" (params offloaded)" if t["offload_param"] else "")
-        peak = f"{n['peak_rss_bytes'] / gib:,.0f} [{n['peak_rss_bytes_low'] / gib:,.0f}, " \
-               f"{n['peak_rss_bytes_high'] / gib:,.0f}]"
-        lines.append(f"| {t['scenario']} | {t['params'] / 1e9:.2f} B | {zero} | {t['ranks_per_node']} | "
-                     f"{n['live_bytes'] / gib:,.0f} | {n['pinned_slack_bytes'] / gib:,.1f} | "
-                     f"{n['steady_rss_bytes'] / gib:,.0f} | {f['steady_rss_bytes'] / gib:,.0f} | "
-                     f"{(n['steady_rss_bytes'] - f['steady_rss_bytes']) / gib:,.1f} | {peak} | "
-                     f"{base['rank']['initialize_peak_is']} | {base['deepspeed_estimate_bytes'] / gib:,.0f} |")
+        lines.append(f"| {t['scenario']} | {t['params'] / 1e9:.2f} B | {zero} | {t['ranks_per_node']} x {t['nodes']} | "
+                     f"{_gib(n['live_bytes'])} | {n['pinned_slack_bytes'] / 2**30:,.1f} | {_range(n, 'steady_rss')} | "
+                     f"{_gib(f['steady_rss_bytes'])} | {_range(n, 'peak_rss')} | {base['provision']['phase']} | "
+                     f"{_gib(base['provision']['bytes'])} | {_gib(base['deepspeed_estimate_bytes'])} |")
+    return lines
+
+
+FIELD = {  # what each report says, from /work/shared/FACTS.md and the threads themselves
+    "ds3448-llama-33b-z3-g8": ("DeepSpeed #3448", "LLaMA 33B, 8 x A100 40G, ZeRO-3 offload (params + optimizer)",
+                               "OOM at 600 GB; trained and saved in 750-800 GB"),
+    "lf6755-qwen2.5-32b-z3-g1": ("LLaMA-Factory #6755", "Qwen2.5 32B, 1 x H100 96G, ZeRO-3 offload",
+                                 "OOM (exit -9) at 744 GB"),
+    "zero-infinity-70b-z3-g16": ("ZeRO-Infinity (paper)", "70 B (Llama 2 70B's shape here), one DGX-2: 16 x V100, "
+                                 "ZeRO-3 offload to CPU", "fits in 1.5 TB"),
+}
+
+
+def field(out: Path) -> list[str]:
+    """The field anchors: what users reported beside rssprobe's estimate and DeepSpeed's estimator's."""
+    lines = ["| report | configuration | reported | rssprobe: provision (peak during) | its initialize peak, "
+             "model copies | peak with zero.Init | steady | DeepSpeed's estimator |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for name, (where, what, reported) in FIELD.items():
+        path = out / "field" / f"{name}.json"
+        if not path.is_file():
+            continue
+        e = json.loads(path.read_text())
+        n, init = e["node"], {c["change"]: c for c in e["changes"]}.get("zero.Init")
+        lines.append(f"| {where} | {what} | {reported} | {_gib(e['provision']['bytes'])} GiB "
+                     f"({e['provision']['phase']}) | {_gib(n['initialize_model_copy_bytes'])} GiB | "
+                     f"{'n/a' if init is None else _gib(init['peak_upper_bytes']) + ' GiB'} | "
+                     f"{_range(n, 'steady_rss')} GiB | {_gib(e['deepspeed_estimate_bytes'])} GiB: "
+                     f"{e['deepspeed_formula']['formula']} |")
     return lines
 
 
@@ -216,5 +252,7 @@ def heldout(plan_path: Path, out: Path) -> list[str]:
 if __name__ == "__main__":
     if sys.argv[1] == "heldout":
         print("\n".join(heldout(Path(sys.argv[2]), Path(sys.argv[3]))))
+    elif sys.argv[1] == "field":
+        print("\n".join(field(Path(sys.argv[2]))))
     else:
         print("\n".join(projections(Path(sys.argv[2])) if sys.argv[1] == "projections" else rows(Path(sys.argv[1]))))
