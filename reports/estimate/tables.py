@@ -249,7 +249,52 @@ def heldout(plan_path: Path, out: Path) -> list[str]:
     return lines
 
 
+def misses(plan_path: Path, out: Path, before: Path) -> list[str]:
+    """The issue's two held-out misses: the estimate before (the code of 2f7e902, its 2-step one-run calibration)
+    and after, against the same measured runs of the campaign."""
+    from rssprobe.config import plan as plans
+
+    lines = ["| configuration | figure | measured MiB: mean (n; spread) | before: estimate MiB [95%] | error | "
+             "after: estimate MiB [95%] | error | covered after |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    cells = {c.value: c for c in plans.load(plan_path).cells}
+    for name, value in (("miss1", "w1536-g3-6l-2r-6s"), ("miss2", "issue7693-cpu-6s")):
+        cell = cells[value]
+        group, after_path = out / "runs" / cell.id, out / "estimates" / f"{cell.id}.json"
+        if not (before / f"{name}.json").is_file() or not after_path.is_file() or not GroupDir.is_group(group):
+            continue
+        old, new = json.loads((before / f"{name}.json").read_text()), json.loads(after_path.read_text())
+        got = [measured_exact(r) for r in GroupDir(group).runs() if _finished(r)]
+        k = new["target"]["ranks_per_node"]
+        truth = [g[1] for g in got] if k > 1 else [g[0][0] for g in got]
+        who = "node" if k > 1 else "rank"
+        for key, label in FIGURES:
+            values = [t[key] for t in truth]
+            mean = fmean(values)
+            cols = []
+            for est in (old[who], new[who]):
+                v, low, high = est[f"{key}_bytes"], est[f"{key}_bytes_low"], est[f"{key}_bytes_high"]
+                interval = "none" if low is None else f"[{low / MIB:,.0f}, {high / MIB:,.0f}]"
+                cols.append(f"{v / MIB:,.1f} {interval} | {100 * (v / mean - 1):+.2f}%")
+            low, high = new[who][f"{key}_bytes_low"], new[who][f"{key}_bytes_high"]
+            inside = "-" if low is None else f"{sum(low <= x <= high for x in values)}/{len(values)}"
+            lines.append(f"| {value} ({who}) | {label} | {mean / MIB:,.1f} ({len(values)}; "
+                         f"{100 * (max(values) - min(values)) / mean:.1f}%) | {cols[0]} | {cols[1]} | {inside} |")
+    return lines
+
+
+def report(template: Path, plan_path: Path, out: Path, before: Path, proj: Path) -> str:
+    """reports/estimate.md: the template with each <!-- table --> marker replaced by its table."""
+    text = template.read_text()
+    for marker, lines in (("heldout", heldout(plan_path, out)), ("misses", misses(plan_path, out, before)),
+                          ("projections", projections(proj)), ("field", field(proj))):
+        text = text.replace(f"<!-- {marker} -->", "\n".join(lines))
+    return text
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "report":  # report TEMPLATE PLAN HELDOUT_OUT BEFORE_DIR PROJECTIONS_OUT
+        print(report(*(Path(a) for a in sys.argv[2:7])), end="")
+        sys.exit(0)
     if sys.argv[1] == "heldout":
         print("\n".join(heldout(Path(sys.argv[2]), Path(sys.argv[3]))))
     elif sys.argv[1] == "field":

@@ -63,30 +63,33 @@ def _node_peak(target: Target, cal: Calibration) -> Term:
 
 def changes(target: Target, cal: Calibration, ram: int | None) -> list[dict[str, Any]]:
     """The changes that lower the node's peak, cheapest first, each with its estimated saving on the peak's upper
-    bound and whether the node's RAM then holds it (None without a RAM to hold)."""
+    bound and whether the node's RAM then holds it (None without a RAM to hold): each single change, those of
+    them that change no rank count together, and the most ranks per node that fit (without a RAM: half)."""
     before = _node_peak(target, cal).upper
     options: list[tuple[str, str, Target]] = []
     if target.zero.accelerator != "cpu":
         options.append(("pinned buffers at their own size", "--patch pin.register: DeepSpeed's pinned buffers "
                         "registered at their own size, no power-of-two rounding (issue 30 names the fixes)",
                         replace(target, via="register")))
-    copy, state = (arithmetic.terms(target, cal, 1)[k].value for k in ("initialize_model_copy", "initialize_state"))
-    if copy >= state and not target.zero_init:
+    one = arithmetic.terms(target, cal, 1)
+    if one["initialize_model_copy"].value >= one["initialize_state"].value and not target.zero_init:
         z3 = target.zero if target.zero.stage == 3 else replace(target.zero, stage=3, offload_param=False)
         options.append(("zero.Init", "build the model under deepspeed.zero.Init (ZeRO-3"
                         + ("" if target.zero.stage == 3 else "; optimizer offloaded, parameters on the device")
                         + "): no whole fp32 copy per rank during initialize", replace(target, zero=z3, zero_init=True)))
-    if target.zero.stage < 3:
+    if target.zero.stage < 3 and not any(name == "zero.Init" for name, _how, _t in options):
         options.append(("ZeRO-3", "zero_optimization.stage 3 (parameters partitioned; offloaded where they are "
                         "offloaded now)", replace(target, zero=replace(target.zero, stage=3))))
-    for fewer in range(target.ranks_per_node - 1, 0, -1):
-        zero = replace(target.zero, world=fewer * target.nodes)
-        if partition.refusal(target.shape, zero) is None:
-            label = f"{fewer} rank{'s' if fewer > 1 else ''} per node"
-            options.append((label, f"--ranks-per-node {fewer} (world {fewer * target.nodes})",
-                            replace(target, zero=zero, ranks_per_node=fewer)))
-            if ram is None or _node_peak(options[-1][2], cal).upper <= ram:
-                break
+    if len(options) > 1:
+        both = target
+        for _name, _how, changed in options:
+            both = replace(both, via=changed.via if changed.via != target.via else both.via,
+                           zero=changed.zero if changed.zero != target.zero else both.zero,
+                           zero_init=both.zero_init or changed.zero_init)
+        options.append((" and ".join(name for name, _how, _t in options), "all of the above", both))
+    fewer = _fewer_ranks(target, cal, ram)
+    if fewer is not None:
+        options.append(fewer)
     out = []
     for name, how, changed in options:
         after = _node_peak(changed, cal).upper
@@ -95,6 +98,20 @@ def changes(target: Target, cal: Calibration, ram: int | None) -> list[dict[str,
         out.append({"change": name, "how": how, "saving_bytes": before - after, "peak_upper_bytes": after,
                     "fits": None if ram is None else after <= ram})
     return out
+
+
+def _fewer_ranks(target: Target, cal: Calibration, ram: int | None) -> tuple[str, str, Target] | None:
+    """The most ranks per node (fewer than now) whose node fits `ram` (without a RAM: half as many)."""
+    def with_ranks(k: int) -> Target | None:
+        zero = replace(target.zero, world=k * target.nodes)
+        return None if partition.refusal(target.shape, zero) else replace(target, zero=zero, ranks_per_node=k)
+
+    for k in range(target.ranks_per_node - 1, 0, -1) if ram is not None else [target.ranks_per_node // 2]:
+        changed = with_ranks(k) if k >= 1 else None
+        if changed is not None and (ram is None or _node_peak(changed, cal).upper <= ram):
+            label = f"{k} rank{'s' if k > 1 else ''} per node"
+            return label, f"--ranks-per-node {k} (world {k * target.nodes})", changed
+    return None
 
 
 def lock_check(pinned_rank_bytes: int, lock_limit: int | None) -> dict[str, Any] | None:
@@ -126,7 +143,7 @@ def answer(what: str, node: dict[str, Any], rows: list[dict[str, Any]], prov: di
         out.append(f"The cheapest change that makes it fit: {c['change']} ({c['how']}), saving about "
                    f"{gib(c['saving_bytes'])} GiB of the peak.")
     elif fixes:
-        out.append("No single change makes it fit: " + "; ".join(f"{c['change']} saves about "
+        out.append("No change here makes it fit: " + "; ".join(f"{c['change']} saves about "
                                                               f"{gib(c['saving_bytes'])} GiB" for c in fixes) + ".")
     return out
 

@@ -58,3 +58,11 @@ def nbytes(text: str) -> int:
     if n <= 0:
         raise ValueError(f"{text!r} is not an amount of memory > 0")
     return int(n)
+
+
+def format_count(n: float) -> str:
+    """A count as count() reads it back, in three significant digits: 413M, 1.65B, 7B."""
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:.3g}"

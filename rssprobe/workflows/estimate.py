@@ -38,6 +38,7 @@ from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import scale
 from ..config import hfconfig, knownmodels, modelshape, scenario, torch_alloc_conf
 from ..config.scenario import Scenario
+from ..config.sizes import format_count
 from ..contract import PIN_REGISTER, parse
 from ..errors import UserError
 from ..log import say
@@ -367,8 +368,10 @@ def ranks_note(stage: int, world: int, steps: int, cal: calib.Calibration) -> li
     the ranks' gathers and releases is not in it (reports/estimate.md: low there, and within 3% calibrated so)."""
     if stage != 3 or world < 2 or not cal.glibc_dynamic or cal.ranks > 1:
         return []
+    how = f"--calibration-ranks 2 --calibration-steps {steps} measures them" if cal.accelerator == "cpu" else \
+        "a 2-rank sweep on a GPU would measure them (rssprobe scale ... --world-size 2)"
     return [f"ZeRO-3 at {world} ranks from a 1-rank calibration under glibc's own mmap threshold: the ranks' "
-            f"gathers are not calibrated; --calibration-ranks 2 --calibration-steps {steps} measures them"]
+            f"gathers are not calibrated (5-9% low on CPU runs, reports/estimate.md); {how}"]
 
 
 def _nearer(req: Request, q: Question, plan: Plan | None, cal: calib.Calibration, params: int) -> str:
@@ -376,7 +379,7 @@ def _nearer(req: Request, q: Question, plan: Plan | None, cal: calib.Calibration
     here = q.accelerator == "cpu"
     memory = memlimits.node_ram()[0] if here else (cal.provenance.get("memory_bytes") or None)
     got = nearer.advice(cal, params, memory, plan.repeat if plan else REPEAT_GLIBC)
-    sizes = ",".join(f"{n:.3g}" for n in got["params"])
+    sizes = ",".join(format_count(n) for n in got["params"])
     took = "" if got["seconds"] is None else f", about {got['seconds'] / 60:,.0f} min"
     reach = "" if got["reaches"] else f" (the largest this machine holds, {got['params'][-1] / 1e6:,.0f} M params)"
     if here and plan is not None:
