@@ -34,40 +34,35 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-class ParamCount(click.ParamType):
-    """A parameter count as people write it: 7B, 1.3B, 350M, 70e9 (config/sizes.py, the one parser of sizes)."""
+class Parsed(click.ParamType):
+    """A value read by one of config/sizes.py's parsers (the one parser of sizes), its ValueError as click's usage
+    error (one line, exit 2)."""
 
-    name = "count"
+    def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
+        self.name, self.parse = name, parse
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
         try:
-            return sizes.count(value) if isinstance(value, str) else float(value)
+            return self.parse(value)
         except ValueError as e:
             self.fail(str(e), param, ctx)
 
 
-class ParamCounts(click.ParamType):
+def param_count() -> Parsed:
+    """A parameter count as people write it: 7B, 1.3B, 350M, 70e9."""
+    return Parsed("count", sizes.count)
+
+
+def param_counts() -> Parsed:
     """A list of parameter counts: 1e8,200M,0.4B."""
-
-    name = "counts"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return sizes.counts(value) if isinstance(value, str) else list(value)
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
+    return Parsed("counts", sizes.counts)
 
 
-class ByteSize(click.ParamType):
-    """An amount of memory: 512G, 1.5TiB, 2TB (config/sizes.py)."""
-
-    name = "size"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return sizes.nbytes(value) if isinstance(value, str) else int(value)
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
+def byte_size() -> Parsed:
+    """An amount of memory: 512G, 1.5TiB, 2TB."""
+    return Parsed("size", sizes.nbytes)
 
 
 # The statistics options diff, gate and bisect share: a value out of range would change the

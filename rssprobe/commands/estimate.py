@@ -20,7 +20,7 @@ from . import common_args
 @click.option("--hf-config", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="A Hugging Face config.json: the model it describes.")
 @common_args.scenario_sets
-@click.option("--params", type=common_args.ParamCount(), metavar="N",
+@click.option("--params", type=common_args.param_count(), metavar="N",
               help="Target parameter count: 7B, 1.3B, 350M, 70e9 (sets model.params; default: the model's own).")
 @click.option("--gpus-per-node", type=click.IntRange(min=1), metavar="G", help="GPUs (ranks) of one node: CUDA.")
 @click.option("--ranks-per-node", type=click.IntRange(min=1), metavar="R",
@@ -32,7 +32,7 @@ from . import common_args
               "--no-offload-param).")
 @click.option("--offload-param/--no-offload-param", "offload_param", default=None,
               help="ZeRO-3: parameters offloaded to the CPU (default with --stage 3).")
-@click.option("--node-ram", type=common_args.ByteSize(), metavar="SIZE",
+@click.option("--node-ram", type=common_args.byte_size(), metavar="SIZE",
               help="The node's RAM for the job, e.g. 2T or 1536G (default for a CPU target on one node: this "
                    "machine's MemTotal or cgroup limit, the smaller).")
 @click.option("--calibration", type=click.Path(path_type=Path), metavar="DIR|FILE",
@@ -55,7 +55,7 @@ from . import common_args
 @click.option("--calibration-steps", type=click.IntRange(2),
               help=f"Steps of each calibration run (default {estimate.CALIBRATION_STEPS}; a target of fewer steps is "
                    "estimated from the first ones).")
-@click.option("--calibration-params", type=common_args.ParamCounts(), metavar="N,N,N",
+@click.option("--calibration-params", type=common_args.param_counts(), metavar="N,N,N",
               help="Calibrate at these sizes instead of 1, 2 and 3 layers (nearer a large target).")
 @common_args.python_options
 @common_args.format_option(["terminal", "json", "markdown"])

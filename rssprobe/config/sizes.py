@@ -33,15 +33,19 @@ def _split(text: str, what: str) -> tuple[float, str]:
     return value, m.group(2).upper()
 
 
+def _scaled(text: str, units: dict[str, int], what: str, hint: str) -> float:
+    value, unit = _split(text, f"{what} ({hint})")
+    if unit not in units:
+        raise ValueError(f"{text!r}: unknown unit {unit!r} ({what}: {hint})")
+    n = value * units[unit]
+    if n <= 0:
+        raise ValueError(f"{text!r} is not {what} > 0")
+    return n
+
+
 def count(text: str) -> float:
     """A parameter count: '7B' -> 7e9, '70e9', '1.3B', '350M', '125000000'; ValueError otherwise."""
-    value, unit = _split(text, "a parameter count (7B, 1.3B, 350M, 70e9)")
-    if unit not in COUNT_UNITS:
-        raise ValueError(f"{text!r}: unknown unit {unit!r} (a count takes K, M, B or T: 7B, 350M)")
-    n = value * COUNT_UNITS[unit]
-    if n <= 0:
-        raise ValueError(f"{text!r} is not a parameter count > 0")
-    return n
+    return _scaled(text, COUNT_UNITS, "a parameter count", "7B, 1.3B, 350M, 70e9: K, M, B or T")
 
 
 def counts(text: str) -> list[float]:
@@ -51,13 +55,7 @@ def counts(text: str) -> list[float]:
 
 def nbytes(text: str) -> int:
     """An amount of memory in bytes: '512G' and '512GiB' -> 512 x 2^30, '2TB' -> 2e12, '1.5T'; ValueError otherwise."""
-    value, unit = _split(text, "an amount of memory (512G, 1.5TiB, 2TB)")
-    if unit not in BYTE_UNITS:
-        raise ValueError(f"{text!r}: unknown unit {unit!r} (memory takes KiB, MiB, GiB, TiB, or KB, MB, GB, TB)")
-    n = value * BYTE_UNITS[unit]
-    if n <= 0:
-        raise ValueError(f"{text!r} is not an amount of memory > 0")
-    return int(n)
+    return int(_scaled(text, BYTE_UNITS, "an amount of memory", "512G, 1.5TiB, 2TB: KiB..TiB or KB..TB"))
 
 
 def format_count(n: float) -> str:
