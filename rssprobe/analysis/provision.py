@@ -110,7 +110,7 @@ def _fewer_ranks(target: Target, cal: Calibration, ram: int | None) -> tuple[str
         changed = with_ranks(k) if k >= 1 else None
         if changed is not None and (ram is None or _node_peak(changed, cal).upper <= ram):
             label = f"{k} rank{'s' if k > 1 else ''} per node"
-            return label, f"--ranks-per-node {k} (world {k * target.nodes})", changed
+            return label, f"--ranks-per-node {k}: world {k * target.nodes}", changed
     return None
 
 
