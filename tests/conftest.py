@@ -74,10 +74,11 @@ def tiny_two_ranks(runs_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
-    """`rssprobe estimate tiny --calibrate` into a throw-away estimate root (3 sizes of tiny, 2 steps each, fixed
-    mmap threshold): (the estimate root, the estimate for tiny on one rank as JSON, its stderr)."""
+    """`rssprobe estimate tiny --calibrate` into a throw-away estimate root (3 sizes of tiny, 12 steps each, one run
+    a size: fixed mmap threshold): (the estimate root, the estimate for tiny on one CPU rank as JSON, its stderr)."""
     root = tmp_path_factory.mktemp("estimate-root")
-    proc = rssprobe("estimate", "tiny", "--calibrate", "--ranks-per-node", "1", *STEADY_GLIBC, "--format", "json",
+    proc = rssprobe("estimate", "tiny", "--calibrate", "--ranks-per-node", "1", "--accelerator", "cpu", *STEADY_GLIBC,
+                    "--format", "json",
                     env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
     return root, json.loads(proc.stdout), proc.stderr
 

@@ -100,6 +100,26 @@ def test_axes_vary_one_at_a_time() -> None:
     assert cell.deepspeed == "0.17.0" and cell.torch is None
 
 
+def test_configs_are_whole_cells_of_their_own(tmp_path: Path) -> None:
+    """[[configs]] (a validation campaign's held-out targets): each a cell with its own scenario, --set values,
+    ranks and allocator after the base's cells, in the definition (so another config is another campaign) and
+    only there (a plan without configs keeps the definition it had); a name used twice is one line, exit 2."""
+    path = tmp_path / "plan.toml"
+    path.write_text(GOOD + '\n[[configs]]\nname = "llama-2r"\nscenario = "llama-small"\nsets = ["steps=2"]\n'
+                    'ranks = 2\nallocator = "glibc+MALLOC_MMAP_THRESHOLD_=65536"\nrepeat = 2\n')
+    loaded = planmod.load(path)
+    cell = loaded.cells[-1]
+    assert (cell.axis, cell.value, cell.scenario, cell.sets, cell.ranks, cell.repeat, cell.malloc_env) == (
+        "config", "llama-2r", "llama-small", ("steps=2",), 2, 2, {"MALLOC_MMAP_THRESHOLD_": "65536"})
+    assert cell.id == "config-llama-2r-baseline" and [c.axis for c in loaded.cells[:2]] == ["base", "allocator"]
+    assert loaded.definition()["configs"][0]["sets"] == ["steps=2"]
+    (tmp_path / "old.toml").write_text(GOOD)
+    assert "configs" not in planmod.load(tmp_path / "old.toml").definition()
+    path.write_text(GOOD + '\n[[configs]]\nname = "a"\n\n[[configs]]\nname = "a"\n')
+    proc = rssprobe("matrix", "--plan", str(path), "--dry-run")
+    assert proc.returncode == 2 and "a config name is used twice" in proc.stderr, proc.stderr
+
+
 def test_optional_values_are_picked_one_by_one(tmp_path: Path) -> None:
     """--optional alone selects every optional value; --optional AXIS=VALUE only that one; an unknown one is
     one line naming what the plan offers (exit 2), before anything runs."""

@@ -6,43 +6,46 @@ into what the model's shapes decide exactly and what the calibration measured:
 * the live ZeRO buffers by census role: each rank's partition of the target's exact tensors, the way DeepSpeed
   computes it (analysis/partition.py), in host memory (on CUDA the bit16 model, one temp gradient buffer, the
   reduce bucket and gathered parameters are on the device);
-* on CUDA, the pinned-block slack: torch's caching host allocator rule (analysis/pinrule.py) replayed over
-  DeepSpeed's pin requests at their exact sizes, under the target's torch and alloc conf, or pinned at their
-  own size with pin.register. On the CPU accelerator pinning is a no-op: no slack;
-* four fitted terms, each least squares against the model's parameter count over the calibration's runs
-  (stats.linear_fit; the prediction for a new run with its t interval, stats.predict):
-  - steady: steady RSS minus the live buffers (and, on CUDA, the predicted slack) of each calibration run:
-    its intercept is the baseline plus the fixed cost per process, its slope what else grows per parameter
-    (glibc's retention of freed transients, allocator bookkeeping);
-  - step peak: the highest step peak minus the same;
+* on CUDA, the pinned-block slack, a term of its own (`pinned_slack`): torch's caching host allocator rule
+  (analysis/pinrule.py) replayed over DeepSpeed's pin requests at their exact sizes, under the target's torch
+  and alloc conf, or pinned at their own size with pin.register. On the CPU accelerator pinning is a no-op;
+* fitted terms, each a least-squares line against what it grows with over the calibration's runs, every size
+  and every repeat (stats.proportional_fit: weighted 1/x^2, because the scatter between identical runs, glibc's
+  retention, is bytes per parameter), and the prediction for the target with its t interval (stats.predict_sum:
+  the node's interval is its ranks' sum, the line's uncertainty counted once per rank, each rank's own scatter
+  independent):
+  - steady: the steady RSS (the mean of steps 2..S, S the target's steps, at most the calibration's) minus the
+    live buffers (and, on CUDA, the predicted slack) of each calibration run: its intercept is the baseline
+    plus the fixed cost per process, its slope what else grows per parameter (glibc's retention of freed
+    transients, allocator bookkeeping);
+  - step peak: the highest step peak of steps 1..S minus the same;
   - initialize: deepspeed.initialize's exact peak minus the buffers it leaves (its transients: flattening,
     the fp32 gradient buffer of ZeRO-3's initialize_optimizer_states, imports);
   - model copy: RSS with the model built whole, before initialize partitions it (the `after_model` phase): the
     full model every rank holds at once unless it is built under zero.Init (DeepSpeed #1814, #5290; rssprobe
-    never builds under zero.Init), so the node's initialize peak grows with ranks per node.
+    never builds under zero.Init), so the node's initialize peak grows with ranks per node;
+  - checkpoint save, where the calibration's scenario saves: the highest save_checkpoint peak minus the live
+    buffers.
   Each is fitted against what it grows with (GROWS_WITH): the steady and step-peak residuals and the model copy
   against the whole model's parameter count (every rank builds the whole model and computes every parameter's
   gradient: the recorded 1, 2 and 8 rank runs of the default scenario, reports/cuda-pinned, have the same
   steady residual per rank, 8.57 B/param, and the same step transient, 4.0-4.1 B/param of the whole model);
-  initialize's against the rank's partition (its transients are partition-sized buffers: on CUDA each pinned
-  one is made pageable first and copied into its pinned block; ZeRO-3's initialize_optimizer_states makes an
-  fp32 buffer of its largest sub-group's partition). A one-rank calibration cannot tell the two apart (there
-  the partition is the model); the 2-rank rows of reports/estimate.md check the choice.
+  initialize's against the rank's partition (its transients are partition-sized buffers).
 
 steady = live + slack + steady fit; step peak = live + slack + step-peak fit; initialize peak = the larger of
-(model copy, buffers after initialize + slack + initialize fit); peak = the larger of step peak and
-initialize peak. The node is ranks-per-node ranks of the same sizes (DeepSpeed pads the partitions equal),
+(model copy, buffers after initialize + slack + initialize fit); peak = the larger of step peak, initialize peak
+and checkpoint save. The node is ranks-per-node ranks of the same sizes (DeepSpeed pads the partitions equal),
 in lockstep (the node's sampled peak of a 2- or 8-rank run is the sum of its ranks' peaks).
 
-A target more than FAR times the largest calibrated size is given with each fitted term's interval widened by
-that term's whole per-parameter part (the calibration cannot tell whether a per-parameter cost measured on
-its tensors persists on much larger ones: glibc returns freed chunks above its mmap threshold at once), and a
-note.
+No bound is ever below what is exact: the live buffers (and slack) plus the calibration's lowest pre-model
+baseline, and for the model copy the fp32 model as built on top of it. An interval wider than its own figure
+(far beyond the calibration, or a calibration of 2 runs) is not printed: the estimate says how to calibrate
+nearer instead (analysis/provision.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config.modelshape import Shape
@@ -53,44 +56,53 @@ from .pinrule import Rule
 
 FAR = 100
 GLIBC_MMAP_MAX = 32 * 2**20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: its dynamic threshold stops rising here
-FITTED = ("steady", "step_peak", "initialize", "model_copy")
+FITTED = ("steady", "step_peak", "initialize", "model_copy", "checkpoint_save")
+# phases a node is provisioned for, in the order a run meets them (label, key of terms()). A phase whose key
+# terms() does not return is "not measured" in the fit (analysis/provision.py): "checkpoint_load" is issue 31's to
+# fill, as a fitted term of its measured load peak in terms() (and its name in FIELDS) beside checkpoint_save's
+PHASES = (("initialize", "initialize_peak"), ("steady", "steady"), ("step peak", "step_peak"),
+          ("checkpoint save", "checkpoint_save"), ("checkpoint load", "checkpoint_load"))
 
 
 @dataclass(frozen=True)
 class Term:
-    """A figure in bytes with its interval (None where the calibration cannot give one)."""
+    """A figure in bytes with its 95% interval (None where none can be given) and its exact floor."""
 
     value: float
     low: float | None
     high: float | None
+    floor: float = 0.0
 
     @classmethod
     def exact(cls, value: float) -> Term:
-        return cls(value, value, value)
+        return cls(value, value, value, value)
 
     def __add__(self, other: Term) -> Term:
         low = None if self.low is None or other.low is None else self.low + other.low
         high = None if self.high is None or other.high is None else self.high + other.high
-        return Term(self.value + other.value, low, high)
+        return Term(self.value + other.value, low, high, self.floor + other.floor)
 
-    def times(self, k: float) -> Term:
-        return Term(self.value * k, None if self.low is None else self.low * k,
-                    None if self.high is None else self.high * k)
+    @property
+    def upper(self) -> float:
+        """The upper 95% bound, or the figure itself where there is no interval."""
+        return self.value if self.high is None else self.high
 
     def fields(self, name: str) -> dict[str, float | None]:
-        return {f"{name}_bytes": self.value, f"{name}_bytes_low": self.low, f"{name}_bytes_high": self.high}
+        return {f"{name}_bytes": self.value, f"{name}_bytes_low": self.low, f"{name}_bytes_high": self.high,
+                f"{name}_bytes_floor": self.floor}
 
 
-def larger(a: Term, b: Term) -> Term:
-    """The larger of two figures, each bound the larger of the two bounds (max is monotone)."""
-    low = None if a.low is None or b.low is None else max(a.low, b.low)
-    high = None if a.high is None or b.high is None else max(a.high, b.high)
-    return Term(max(a.value, b.value), low, high)
+def larger(*terms: Term) -> Term:
+    """The largest of several figures, each bound the largest of the bounds (max is monotone)."""
+    lows, highs = [t.low for t in terms], [t.high for t in terms]
+    return Term(max(t.value for t in terms), None if None in lows else max(lows),  # type: ignore[type-var]
+                None if None in highs else max(highs), max(t.floor for t in terms))  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
 class Target:
-    """What is estimated: a model's shapes, one rank's ZeRO configuration (world = ranks x nodes), the node."""
+    """What is estimated: a model's shapes, one rank's ZeRO configuration (world = ranks x nodes), the node, and
+    the steps of the run (None: as many as the calibration made)."""
 
     shape: Shape
     zero: Zero
@@ -98,6 +110,8 @@ class Target:
     nodes: int
     rule: Rule  # the caching host allocator the slack is predicted with (CUDA)
     via: str = "torch"  # "register": pin.register pins every request at its own size
+    steps: int | None = None
+    zero_init: bool = False  # the model built under zero.Init: no whole copy per rank (a change, not measured)
 
 
 def live(shape: Shape, zero: Zero, at: str) -> dict[str, int]:
@@ -122,35 +136,45 @@ def _explained(p: Point, at: str) -> int:
     return sum(live(p.shape, p.zero, at).values()) + pinned(p.shape, p.zero, p.rule, p.via)["slack"]
 
 
-def residuals(points: list[Point]) -> dict[str, list[float]]:
-    """Per fitted term, each calibration run's bytes that the shapes do not decide."""
-    return {"steady": [p.steady - _explained(p, "step") for p in points],
-            "step_peak": [p.step_peak - _explained(p, "step") for p in points],
-            "initialize": [p.init_peak - _explained(p, "init") for p in points],
-            "model_copy": [float(p.after_model) for p in points]}
+def residuals(points: list[Point], steps: int | None = None) -> dict[str, list[float]]:
+    """Per fitted term, each calibration run's bytes that the shapes do not decide, for a run of `steps` steps."""
+    out = {"steady": [p.steady_at(steps) - _explained(p, "step") for p in points],
+           "step_peak": [p.peak_at(steps) - _explained(p, "step") for p in points],
+           "initialize": [p.init_peak - _explained(p, "init") for p in points],
+           "model_copy": [float(p.after_model) for p in points]}
+    if all(p.checkpoint_peak is not None for p in points):
+        out["checkpoint_save"] = [p.checkpoint_peak - _explained(p, "step") for p in points]  # type: ignore[operator]
+    return out
 
 
 # What each fitted term grows with: the whole model (every rank computes every gradient, builds the whole model)
 # or the rank's own partition (initialize's transients are partition-sized: on CUDA each pinned buffer is first
 # made pageable and copied into its pinned block, DeepSpeedZeroOptimizer.__init__ / initialize_optimizer_states)
-GROWS_WITH = {"steady": "model", "step_peak": "model", "initialize": "partition", "model_copy": "model"}
+GROWS_WITH = {"steady": "model", "step_peak": "model", "initialize": "partition", "model_copy": "model",
+              "checkpoint_save": "model"}
 
 
 def size(shape: Shape, zero: Zero, term: str) -> int:
     return shape.params if GROWS_WITH[term] == "model" else partition.partition_params(shape, zero)
 
 
-def fits(points: list[Point]) -> dict[str, stats.LinearFit]:
-    return {name: stats.linear_fit([float(size(p.shape, p.zero, name)) for p in points], ys)
-            for name, ys in residuals(points).items()}
+def calibration_steps(target: Target, cal: Calibration) -> int:
+    """The calibration steps the target is estimated from: its own steps, at most the calibration's."""
+    return min(target.steps or cal.steps, cal.steps)
 
 
-def _fitted(fit: stats.LinearFit, n: float, far: bool, widen: bool = True) -> Term:
-    e = stats.predict(fit, float(n))
+def fits(points: list[Point], steps: int | None = None) -> dict[str, stats.ProportionalFit]:
+    return {name: stats.proportional_fit([float(size(p.shape, p.zero, name)) for p in points], ys)
+            for name, ys in residuals(points, steps).items()}
+
+
+def fitted(fit: stats.ProportionalFit, x0: float, k: int, floor: float) -> Term:
+    """k ranks' sum of a fitted term at x0, its interval, never below `floor` (nor the figure below it)."""
+    e = stats.predict_sum(fit, x0, k)
+    value = max(e.value, floor)
     if e.low is None or e.high is None:
-        return Term(e.value, None, None)
-    extra = abs(fit.slope * n) if far and widen else 0.0
-    return Term(e.value, e.low - extra, e.high + extra)
+        return Term(value, None, None, floor)
+    return Term(value, max(e.low, floor), max(e.high, value), floor)
 
 
 def checks(points: list[Point]) -> list[str]:
@@ -176,81 +200,109 @@ def checks(points: list[Point]) -> list[str]:
     return out
 
 
-def rank(target: Target, cal: Calibration) -> dict[str, Any]:
-    """One rank's figures (bytes, with intervals) and how far the calibration was extrapolated."""
-    far_by = target.shape.params / max(cal.params)
-    far = far_by > FAR
-    f = fits(cal.points)
-    roles, roles_init = live(target.shape, target.zero, "step"), live(target.shape, target.zero, "init")
-    pins = pinned(target.shape, target.zero, target.rule, target.via)
-    slack = Term.exact(pins["slack"])
-    x = {term: size(target.shape, target.zero, term) for term in GROWS_WITH}
-    steady = Term.exact(sum(roles.values())) + slack + _fitted(f["steady"], x["steady"], far)
-    step_peak = Term.exact(sum(roles.values())) + slack + _fitted(f["step_peak"], x["step_peak"], far)
-    state = Term.exact(sum(roles_init.values())) + slack + _fitted(f["initialize"], x["initialize"], far)
-    copy = _fitted(f["model_copy"], x["model_copy"], far, widen=False)
-    init_peak = larger(copy, state)
-    peak = larger(step_peak, init_peak)
+def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.ProportionalFit] | None = None
+          ) -> dict[str, Term]:
+    """The figures of k ranks of the target summed (k = 1: one rank; ranks per node: the node)."""
+    f = f or fits(cal.points, calibration_steps(target, cal))
+    shape, zero = target.shape, target.zero
+    base = k * min(p.baseline for p in cal.points)  # the lowest pre-model baseline measured: exact enough a floor
+    roles, roles_init = live(shape, zero, "step"), live(shape, zero, "init")
+    slack = Term.exact(k * pinned(shape, zero, target.rule, target.via)["slack"])
+    x = {term: size(shape, zero, term) for term in GROWS_WITH}
+    now, after_init = Term.exact(k * sum(roles.values())) + slack, Term.exact(k * sum(roles_init.values())) + slack
+    out = {"pinned_slack": slack, "live": Term.exact(k * sum(roles.values())),
+           "steady": now + fitted(f["steady"], x["steady"], k, base),
+           "step_peak": now + fitted(f["step_peak"], x["step_peak"], k, base),
+           "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base)}
+    copy = fitted(f["model_copy"], x["model_copy"], k, k * partition.FP32 * shape.params + base)
+    out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
+    out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
+    peaks = [out["step_peak"], out["initialize_peak"]]
+    if "checkpoint_save" in f:
+        out["checkpoint_save"] = now + fitted(f["checkpoint_save"], x["checkpoint_save"], k, base)
+        peaks.append(out["checkpoint_save"])
+    out["peak"] = larger(*peaks)
     baseline = stats.mean_interval([float(p.baseline) for p in cal.points])
-    fixed = stats.intercept(f["steady"])
-    fixed_term = Term(fixed.value - baseline.value, None if fixed.low is None else fixed.low - baseline.value,
-                      None if fixed.high is None else fixed.high - baseline.value)
-    return {
-        "terms": {"steady": steady, "peak": peak, "step_peak": step_peak, "initialize_peak": init_peak,
-                  "initialize_state": state, "initialize_model_copy": copy, "fixed": fixed_term, "pinned_slack": slack},
-        "roles": roles, "roles_after_initialize": roles_init, "pinned": pins,
-        "baseline_bytes": baseline.value,
-        "per_param_residual_bytes_per_param": f["steady"].slope,
-        "initialize_peak_is": "model copy" if copy.value >= state.value else "buffers after initialize",
-        "extrapolation": far_by, "far": far,
-        "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept, "dof": fit.dof,
-                        "worst_residual_bytes": fit.worst_residual} for name, fit in f.items()},
-    }
+    fixed = f["steady"].intercept - baseline.value
+    t = stats.t_quantile(f["steady"].dof)
+    half = None if t is None or not f["steady"].suu else t * f["steady"].s / f["steady"].suu ** 0.5
+    out["fixed"] = Term(k * fixed, None if half is None else k * (fixed - half),
+                        None if half is None else k * (fixed + half))
+    return out
 
 
 FIELDS = {"steady": "steady_rss", "peak": "peak_rss", "pinned_slack": "pinned_slack", "fixed": "fixed",
-          "initialize_peak": "initialize_peak", "step_peak": "step_peak",
+          "initialize_peak": "initialize_peak", "step_peak": "step_peak", "checkpoint_save": "checkpoint_save",
           "initialize_model_copy": "initialize_model_copy", "initialize_state": "initialize_state"}
 
 
-def view(terms: dict[str, Term], roles: dict[str, int], k: int) -> dict[str, Any]:
-    """The JSON view of one rank's terms times k (k = 1: the rank; ranks per node: the node)."""
-    out: dict[str, Any] = {}
+def _too_wide(term: Term) -> bool:
+    """An interval wider than the figure itself tells a user nothing: not printed."""
+    return term.low is not None and term.high is not None and term.high - term.low > term.value
+
+
+def view(figures: dict[str, Term], roles: dict[str, int], k: int) -> dict[str, Any]:
+    """The JSON view of k ranks' figures (k = 1: the rank; ranks per node: the node); an interval wider than its
+    figure is withheld (its bounds None, `wide` names it)."""
+    out: dict[str, Any] = {"wide": []}
     for name, key in FIELDS.items():
-        out.update(terms[name].times(k).fields(key))
+        if name not in figures:
+            continue
+        term = figures[name]
+        if _too_wide(term):
+            out["wide"].append(key)
+            term = Term(term.value, None, None, term.floor)
+        out.update(term.fields(key))
     scaled = {role: b * k for role, b in sorted(roles.items(), key=lambda kv: -kv[1])}
-    out.update({"roles": scaled, "roles_low": dict(scaled), "roles_high": dict(scaled),
-                "live_bytes": sum(scaled.values())})
+    out.update({"roles": scaled, "live_bytes": sum(scaled.values())})
     return out
+
+
+def rank_details(target: Target, cal: Calibration, f: dict[str, stats.ProportionalFit]) -> dict[str, Any]:
+    pins = pinned(target.shape, target.zero, target.rule, target.via)
+    one = terms(target, cal, 1, f)
+    return {"baseline_bytes": stats.mean_interval([float(p.baseline) for p in cal.points]).value,
+            "partition_params": partition.partition_params(target.shape, target.zero),
+            "pinned_requested_bytes": pins["requested"], "pinned_held_bytes": pins["held"],
+            "pin_requests": pins["requests"],
+            "initialize_peak_is": "model copy" if one["initialize_model_copy"].value >= one["initialize_state"].value
+            else "buffers after initialize",
+            "per_param_residual_bytes_per_param": f["steady"].slope}
 
 
 def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
     """The rank's and the node's figures, the calibration's checks, and the notes an engineer needs."""
-    r = rank(target, cal)
-    terms, k = r["terms"], target.ranks_per_node
+    steps = calibration_steps(target, cal)
+    f = fits(cal.points, steps)
+    k = target.ranks_per_node
+    rank_terms, node_terms = terms(target, cal, 1, f), terms(target, cal, k, f)
+    rank = {**view(rank_terms, live(target.shape, target.zero, "step"), 1), **rank_details(target, cal, f)}
+    node = {**view(node_terms, live(target.shape, target.zero, "step"), k), "ranks": k}
+    far_by = target.shape.params / max(cal.params)
     notes = []
-    if r["far"]:
-        notes.append(f"the target ({target.shape.params / 1e6:,.1f} M params) is {r['extrapolation']:,.0f}x the "
-                     f"largest calibrated size ({max(cal.params) / 1e6:,.2f} M), beyond {FAR}x: each fitted term's "
-                     "interval is widened by its whole per-parameter part")
+    if target.steps and target.steps > cal.steps:
+        notes.append(f"the target makes {target.steps} steps, the calibration's runs {cal.steps}: its later steps "
+                     f"are estimated as the calibration's steps 2..{cal.steps} (glibc's retention levels off by "
+                     "then: reports/estimate.md)")
     largest = max(p.shape.largest_tensor for p in cal.points) * partition.FP32
-    if cal.allocator == "glibc" and "MALLOC_MMAP_THRESHOLD_" not in cal.malloc_env and \
-            largest < GLIBC_MMAP_MAX <= target.shape.largest_tensor * partition.FP32:
+    if cal.glibc_dynamic and largest < GLIBC_MMAP_MAX <= target.shape.largest_tensor * partition.FP32:
         notes.append(f"the target's largest tensor is {target.shape.largest_tensor * partition.FP32 / 2**20:,.0f} MiB "
                      f"in fp32, the calibration's {largest / 2**20:,.0f} MiB: glibc returns freed blocks above its "
                      "largest dynamic mmap threshold (32 MiB) at once, so per-parameter residuals fitted on the "
                      "calibration's smaller transients may overstate the target's")
-    if any(t.low is None for t in terms.values()):
+    if f["steady"].dof == 0:
         notes.append("no interval: the calibration has no degrees of freedom left (2 runs); run 3 sizes or more")
-    return {
-        "rank": {**view(terms, r["roles"], 1), "baseline_bytes": r["baseline_bytes"],
-                 "partition_params": partition.partition_params(target.shape, target.zero),
-                 "pinned_requested_bytes": r["pinned"]["requested"], "pinned_held_bytes": r["pinned"]["held"],
-                 "pin_requests": r["pinned"]["requests"], "initialize_peak_is": r["initialize_peak_is"],
-                 "per_param_residual_bytes_per_param": r["per_param_residual_bytes_per_param"]},
-        "node": {**view(terms, r["roles"], k), "ranks": k},
-        "extrapolation": r["extrapolation"], "fits": r["fits"], "checks": checks(cal.points), "notes": notes,
-        # the pinned-slack fixes over the same requests (rssprobe/data/fixes.toml; predicted, CUDA only)
-        "fixes": fixes.compare(partition.pin_ops(target.shape, target.zero, target.via), target.rule.torch, None,
-                               target.shape.params, r["pinned"]["held"]) if target.zero.accelerator != "cpu" else [],
-    }
+    return {"rank": rank, "node": node, "extrapolation": far_by, "far": far_by > FAR, "steps": steps,
+            "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept, "dof": fit.dof,
+                            "noise_bytes_per_param": fit.s, "worst_residual_bytes": fit.worst_residual}
+                     for name, fit in f.items()},
+            "checks": checks(cal.points), "notes": notes,
+            # the pinned-slack fixes over the same requests (rssprobe/data/fixes.toml; predicted, CUDA only)
+            "fixes": fixes.compare(partition.pin_ops(target.shape, target.zero, target.via), target.rule.torch, None,
+                                   target.shape.params, rank["pinned_held_bytes"])
+            if target.zero.accelerator != "cpu" else []}
+
+
+def with_changes(target: Target, **changes: Any) -> Target:
+    """The target with some of its fields changed (a what-if: another ZeRO stage, fewer ranks, zero.Init)."""
+    return replace(target, **changes)

@@ -60,6 +60,11 @@ def _sets(sets: list[str], ranks: int) -> list[str]:
     return [*sets, f"world_size={ranks}"] if ranks != 1 else sets
 
 
+def _key(cell: PlanCell, ref: str, sets: list[str]) -> tuple[str, tuple[str, ...]]:
+    """(scenario reference, --set values) of a cell: the plan's, or a [[configs]] cell's own after the plan's."""
+    return cell.scenario or ref, tuple(_sets([*sets, *cell.sets], cell.ranks))
+
+
 def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run: bool, retry_failed: bool,
         fresh: bool, pip: tuple[str, ...], shard_spec: str | None = None) -> Outcome:
     """Run (or list) the plan; exit 0 all done, 1 a cell failed, 130 interrupted."""
@@ -67,7 +72,8 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     settings = loaded.plan.plan
     cells = loaded.selected(optional)
     sets = [*settings.sets, TRIM_AT_END]
-    scens = {ranks: scenario.load(settings.scenario, _sets(sets, ranks)) for ranks in {c.ranks for c in cells}}
+    scens = {key: scenario.load(key[0], list(key[1])) for key in dict.fromkeys(_key(c, settings.scenario, sets)
+                                                                                for c in cells)}
     for axis in ("torch", "deepspeed"):  # a value that is not a version fails here, not after cells ran
         envs.check_versions(f"{loaded.path}: {axis}",
                             list(dict.fromkeys(v for c in cells if (v := getattr(c, axis)) is not None)))
@@ -97,7 +103,8 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     return Outcome("plan", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
-def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str], scens: dict[int, scenario.Scenario],
+def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str],
+               scens: dict[tuple[str, tuple[str, ...]], scenario.Scenario],
                specs: dict[str, list[str]], retry_failed: bool, pip: tuple[str, ...]) -> bool:
     mine = [cell for cell in cells if c.owns(cell.id)]
     total = sum(cell.repeat for cell in mine)
@@ -111,10 +118,10 @@ def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str], sc
                      ) -> list[str]:
             bar.show(done, f"{cell.axis} {cell.value} [{cell.patch}]", seconds)
             worker, env_name = worker_for(cell, pip)
-            cell_sets = _sets(sets, cell.ranks)
-            argv = rerun_argv(ref, cell_sets, specs[cell.patch], cell.repeat, group_dir, env_name, worker,
+            key = _key(cell, ref, sets)
+            argv = rerun_argv(key[0], list(key[1]), specs[cell.patch], cell.repeat, group_dir, env_name, worker,
                               cell.allocator_name, cell.malloc_env)
-            req = launch.RunRequest(scenario=scens[cell.ranks], scenario_ref=ref, label=cell.patch,
+            req = launch.RunRequest(scenario=scens[key], scenario_ref=key[0], label=cell.patch,
                                     patches=specs[cell.patch], allocator=cell.allocator_name,
                                     malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv)
             c.update(cell.id, status="running", env=env_name, python=worker, group=str(group_dir), error=None)
@@ -153,7 +160,8 @@ def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], di
 def table(directory: Path) -> dict[str, Any]:
     """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
     c = Campaign.read(directory, "plan")
-    data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"], e["ranks"]))
+    data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"], e["ranks"],
+                                                   e.get("scenario"), tuple(e.get("sets") or ())))
     out = {"directory": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
     return {"answer": answers.campaign("plan", out), **out}

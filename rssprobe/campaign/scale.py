@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
 from ..config.script import args_set
+from ..config.sizes import counts
 from ..contract import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
@@ -41,16 +41,12 @@ INDEX = SCALE_INDEX
 
 
 def parse_sizes(text: str) -> list[float]:
-    """'4e6,16e6,64e6' -> sizes; anything else is one line (UserError) before any training starts."""
-    sizes = []
-    for item in text.split(","):
-        try:
-            value = float(item.strip())
-        except ValueError:
-            raise UserError(f"--params {text}: {item.strip()!r} is not a number") from None
-        if not math.isfinite(value) or value <= 0:
-            raise UserError(f"--params {text}: {item.strip()} is not a parameter count > 0")
-        sizes.append(value)
+    """'4e6,16M,64e6' -> sizes (config/sizes.py: the one parser of sizes); anything else is one line (UserError)
+    before any training starts."""
+    try:
+        sizes = [float(n) for n in counts(text)]
+    except ValueError as e:
+        raise UserError(f"--params {text}: {e}") from None
     if len(set(sizes)) < 2:
         raise UserError(f"--params {text}: a sweep needs at least 2 distinct sizes")
     return sizes

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..analysis import stats
+from ..config import sizes
 from ..config.allocators import ALLOCATORS
 from ..config.script import args_set, command_set, split_command
 from ..contract import STEADY_MALLOC_ENV
@@ -37,6 +38,37 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
+
+
+class Parsed(click.ParamType):
+    """A value read by one of config/sizes.py's parsers (the one parser of sizes), its ValueError as click's usage
+    error (one line, exit 2)."""
+
+    def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
+        self.name, self.parse = name, parse
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.parse(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+def param_count() -> Parsed:
+    """A parameter count as people write it: 7B, 1.3B, 350M, 70e9."""
+    return Parsed("count", sizes.count)
+
+
+def param_counts() -> Parsed:
+    """A list of parameter counts: 1e8,200M,0.4B."""
+    return Parsed("counts", sizes.counts)
+
+
+def byte_size() -> Parsed:
+    """An amount of memory: 512G, 1.5TiB, 2TB."""
+    return Parsed("size", sizes.nbytes)
 
 
 # The statistics options diff, gate and bisect share: a value out of range would change the

@@ -1,4 +1,4 @@
-"""rssprobe estimate: host RAM per rank and per node for a run nobody has made yet, from measured calibration."""
+"""rssprobe estimate: host RAM per rank and per node for a run nobody has made yet, and whether it fits."""
 
 from __future__ import annotations
 
@@ -7,28 +7,44 @@ from pathlib import Path
 
 import click
 
+from ..config import knownmodels
 from ..reporters import estimateviews
 from ..workflows import estimate
 from . import common_args
 
 
 @click.command("estimate", epilog=common_args.examples(
-    "rssprobe estimate issue7693-cpu --params 1.3e9 --ranks-per-node 8",
-    "rssprobe estimate tiny --calibrate --ranks-per-node 2"))
-@click.argument("scenario_ref", metavar="SCENARIO")
+    "rssprobe estimate --model llama-2-7b --gpus-per-node 8",
+    "rssprobe estimate --hf-config config.json --gpus-per-node 8 --node-ram 1T",
+    "rssprobe estimate issue7693-cpu --params 1.3B --ranks-per-node 2 --accelerator cpu")
+    + f"\n\nModels (--model): {', '.join(knownmodels.names())}.")
+@click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
+@click.option("--model", metavar="NAME", help="A well-known public model by name (its published config ships with "
+              "rssprobe), e.g. llama-3-70b or meta-llama/Meta-Llama-3-70B.")
+@click.option("--hf-config", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
+              help="A Hugging Face config.json: the model it describes.")
 @common_args.scenario_sets
-@click.option("--params", type=common_args.FiniteRange(min=0, min_open=True), metavar="N",
-              help="Target parameter count (sets model.params; default: the scenario's own size).")
-@click.option("--ranks-per-node", type=click.IntRange(min=1), metavar="R", help="Ranks (GPUs) on one node.")
+@click.option("--params", type=common_args.param_count(), metavar="N",
+              help="Target parameter count: 7B, 1.3B, 350M, 70e9 (sets model.params; default: the model's own).")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), metavar="G", help="GPUs (ranks) of one node: CUDA.")
+@click.option("--ranks-per-node", type=click.IntRange(min=1), metavar="R",
+              help="Ranks of one node, with --accelerator (cpu: every buffer in host RAM).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
-              help="Nodes of --ranks-per-node ranks each (the node's figures are per node).")
-@click.option("--accelerator", type=click.Choice(estimate.ACCELERATORS), default="cpu", show_default=True,
-              help="Where the model runs: cpu (every buffer in host RAM) or cuda (pinned slack predicted).")
-@click.option("--calibration", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
-              help="A scale directory to calibrate from instead of this machine's cached one (--accelerator cuda: "
-                   "one measured on a GPU).")
+              help="Nodes of that many ranks each (the node's figures are per node).")
+@click.option("--accelerator", type=click.Choice(estimate.ACCELERATORS),
+              help="Where the ranks train (--gpus-per-node means cuda).")
+@click.option("--stage", type=click.IntRange(1, 3), help="ZeRO stage (3 offloads the parameters too, unless "
+              "--no-offload-param).")
+@click.option("--offload-param/--no-offload-param", "offload_param", default=None,
+              help="ZeRO-3: parameters offloaded to the CPU (default with --stage 3).")
+@click.option("--node-ram", type=common_args.byte_size(), metavar="SIZE",
+              help="The node's RAM for the job, e.g. 2T or 1536G (default for a CPU target on one node: this "
+                   "machine's MemTotal or cgroup limit, the smaller).")
+@click.option("--calibration", type=click.Path(path_type=Path), metavar="DIR|FILE",
+              help="A scale directory or packed calibration to estimate from instead of this machine's cached one "
+                   "(CUDA: the packaged H200 sweep unless given).")
 @click.option("--calibrate", is_flag=True, help="Calibrate now if this machine's calibration is not cached (as the "
-              "first estimate does); without --ranks-per-node the estimate is for one rank.")
+              "first estimate does); without a rank count the estimate is for one CPU rank.")
 @common_args.fresh_option
 @common_args.allocator_option
 @common_args.malloc_env_option()
@@ -36,25 +52,32 @@ from . import common_args
 @click.option("--torch-alloc-conf", "torch_alloc_conf", metavar="KEY:VALUE,...",
               help="PYTORCH_CUDA_ALLOC_CONF the CUDA run would have, e.g. pinned_max_round_threshold_mb:1 (the pinned "
                    "slack is predicted under it, for the calibration's torch).")
-@common_args.repeat_option(1, "per calibration size")
-@click.option("--calibration-ranks", default=1, show_default=True, type=click.IntRange(1),
-              help="Ranks of each calibration run (2: a multi-rank process's own costs, e.g. ZeRO-3's gathers).")
-@click.option("--calibration-steps", default=estimate.CALIBRATION_STEPS, show_default=True, type=click.IntRange(2),
-              help="Steps of each calibration run (the target's step count: a steady mean over as many steps as "
-                   "the run it estimates).")
+@click.option("--repeat", type=click.IntRange(1), help="Calibration runs per size (default: 3 under glibc's own mmap "
+              "threshold, whose retention makes identical runs differ; 1 with it fixed).")
+@click.option("--calibration-ranks", type=click.IntRange(1),
+              help="Ranks of each calibration run (default 1; 2 for ZeRO-3 over several ranks: its gathers).")
+@click.option("--calibration-steps", type=click.IntRange(2),
+              help=f"Steps of each calibration run (default {estimate.CALIBRATION_STEPS}; a target of fewer steps is "
+                   "estimated from the first ones).")
+@click.option("--calibration-params", type=common_args.param_counts(), metavar="N,N,N",
+              help="Calibrate at these sizes instead of 1, 2 and 3 layers (nearer a large target).")
 @common_args.python_options
 @common_args.format_option(["terminal", "json", "markdown"])
-def command(scenario_ref: str, overrides: tuple[str, ...], steps: int | None, params: float | None,
-            ranks_per_node: int | None, nodes: int, accelerator: str, calibration: Path | None, calibrate: bool,
-            fresh: bool, allocator: str, malloc_env: tuple[str, ...], patches: tuple[str, ...],
-            torch_alloc_conf: str | None, repeat: int, calibration_ranks: int, calibration_steps: int,
+def command(scenario_ref: str | None, model: str | None, hf_config: Path | None, overrides: tuple[str, ...],
+            steps: int | None, params: float | None, gpus_per_node: int | None, ranks_per_node: int | None, nodes: int,
+            accelerator: str | None, stage: int | None, offload_param: bool | None, node_ram: int | None,
+            calibration: Path | None, calibrate: bool, fresh: bool, allocator: str, malloc_env: tuple[str, ...],
+            patches: tuple[str, ...], torch_alloc_conf: str | None, repeat: int | None,
+            calibration_ranks: int | None, calibration_steps: int | None, calibration_params: list[float] | None,
             env_ref: str | None, python: str | None, fmt: str) -> None:
-    """Host RAM per rank and per node for SCENARIO at --params on --ranks-per-node ranks (estimated)."""
+    """Host RAM per rank and per node for a model on G GPUs (or R CPU ranks) per node, estimated; whether it
+    fits the node's RAM, phase by phase, and what to provision."""
     data = estimate.run(estimate.Request(
-        scenario_ref=scenario_ref, sets=common_args.sets_of(overrides, steps), params=params,
-        ranks_per_node=ranks_per_node, nodes=nodes, accelerator=accelerator, calibration=calibration,
-        calibrate=calibrate, fresh=fresh, allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        patches=list(patches), torch_alloc_conf=torch_alloc_conf, repeat=repeat,
-        calibration_ranks=calibration_ranks, calibration_steps=calibration_steps, env_ref=env_ref, python=python,
-        argv=list(sys.argv)))
+        scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=common_args.sets_of(overrides, steps),
+        params=params, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
+        accelerator=accelerator, stage=stage, offload_param=offload_param, node_ram=node_ram,
+        calibration=calibration, calibrate=calibrate, fresh=fresh, allocator=allocator,
+        malloc_env=common_args.malloc_env(malloc_env), patches=list(patches), torch_alloc_conf=torch_alloc_conf,
+        repeat=repeat, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
+        calibration_params=calibration_params, env_ref=env_ref, python=python, argv=list(sys.argv)))
     estimateviews.show(data, fmt)

@@ -11,6 +11,8 @@ verdict report judges (analysis/claims.py): data, not code.
     [base]       torch, deepspeed, allocator, ranks
     [[axes]]     name (torch | deepspeed | allocator | ranks), values, optional_values, repeat, why
     [[claims]]   what, claimed (B/param), metrics (summed; "-name" subtracts), cpu_unmeasurable
+    [[configs]]  name, scenario, sets, ranks, allocator, repeat, why: whole configurations, each a cell of its
+                 own (not a variation of the base): a validation campaign's held-out targets
 
 An allocator value is NAME[+KEY=VALUE...]: glibc, jemalloc, tcmalloc, and glibc knobs such as
 glibc+MALLOC_ARENA_MAX=2.
@@ -92,17 +94,40 @@ class Claim(_Strict):
         return self
 
 
+class Config(_Strict):
+    """A whole configuration run as a cell of its own: its scenario (default: the plan's), --set values, ranks,
+    allocator (NAME[+KNOB=V...]) and repeats (default: the plan's), with the base's versions."""
+
+    name: str = Field(min_length=1)
+    scenario: str | None = None
+    sets: list[str] = Field(default_factory=list)
+    ranks: int = Field(1, ge=1)
+    allocator: str = "glibc"
+    repeat: int | None = Field(None, ge=1)
+    why: str = ""
+
+    @field_validator("allocator")
+    @classmethod
+    def _allocator(cls, v: str) -> str:
+        parse_allocator(v)
+        return v
+
+
 class Plan(_Strict):
     plan: Settings
     base: Base = Field(default_factory=Base)
     axes: list[Axis] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
+    configs: list[Config] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _distinct_axes(self) -> Plan:
         names = [a.name for a in self.axes]
         if len(set(names)) != len(names):
             raise ValueError("an axis is declared twice; give each axis once with all its values")
+        configs = [c.name for c in self.configs]
+        if len(set(configs)) != len(configs):
+            raise ValueError("a config name is used twice; give each configuration its own name")
         return self
 
 
@@ -119,15 +144,17 @@ class PlanCell:
     patch: str
     repeat: int
     optional: bool = False
+    scenario: str | None = None  # a [[configs]] cell's own scenario (None: the plan's)
+    sets: tuple[str, ...] = ()  # a [[configs]] cell's own --set values (after the plan's)
 
     @property
     def id(self) -> str:
         return layout.slug(f"{self.axis}-{self.value}-{self.patch}")
 
     @property
-    def config(self) -> tuple[str | None, str | None, str, int]:
+    def config(self) -> tuple[str | None, str | None, str, int, str | None, tuple[str, ...]]:
         """Cells a patch effect compares: the same configuration."""
-        return self.torch, self.deepspeed, self.allocator, self.ranks
+        return self.torch, self.deepspeed, self.allocator, self.ranks, self.scenario, self.sets
 
     @property
     def allocator_name(self) -> str:
@@ -157,7 +184,8 @@ class LoadedPlan:
         """What makes two plan files the same plan for resuming (claims and notes may change)."""
         p = self.plan
         return {"plan": p.plan.model_dump(), "base": p.base.model_dump(),
-                "axes": [a.model_dump(exclude={"why"}) for a in p.axes]}
+                "axes": [a.model_dump(exclude={"why"}) for a in p.axes],
+                **({"configs": [c.model_dump(exclude={"why"}) for c in p.configs]} if p.configs else {})}
 
 
 
@@ -176,6 +204,11 @@ def expand(plan: Plan) -> list[PlanCell]:
         for patch in plan.plan.patches:
             out.append(PlanCell(axis_name, value, fields["torch"], fields["deepspeed"], fields["allocator"],
                                 int(fields["ranks"]), patch, repeat, optional))
+    for config in plan.configs:
+        for patch in plan.plan.patches:
+            out.append(PlanCell("config", config.name, base.torch, base.deepspeed, config.allocator, config.ranks,
+                                patch, config.repeat or plan.plan.repeat, False, config.scenario,
+                                tuple(config.sets)))
     return out
 
 

@@ -1,18 +1,23 @@
-"""`rssprobe estimate`: host RAM per rank and per node for a run nobody has made yet.
+"""`rssprobe estimate`: host RAM per rank and per node for a run nobody has made yet, and whether it fits.
 
-Checks the target before anything runs (a size below one layer, ranks DeepSpeed cannot partition over, an
-alloc conf its torch lacks: one line, exit 2), asks the worker's DeepSpeed for its defaults and its own
-estimate, then calibrates or loads the calibration and hands both to analysis/estimate.py.
+The question as users ask it: a model (a scenario, `--model NAME` of the shipped public models, or `--hf-config
+PATH`), its size (`--params 7B`), ZeRO stage, `--gpus-per-node G` (CUDA) or `--ranks-per-node R --accelerator
+cpu` (a rank count alone is refused with a hint: "ranks" does not say where the buffers live), `--nodes K`, and
+the node's RAM (`--node-ram`; for a CPU target on one node, this machine's). Checks the target before anything
+runs (one line, exit 2), asks the worker's DeepSpeed for its defaults and its own estimate, calibrates or loads
+the calibration, and hands both to analysis/estimate.py (figures), analysis/provision.py (phases, fit, changes,
+the answer) and analysis/dsformula.py (DeepSpeed's formula beside it).
 
-A calibration is a size sweep of the target's scenario at 1, 2 and 3 layers (x param groups; 2 steps unless
---calibration-steps, one rank unless --calibration-ranks, this machine's allocator settings), run by
-campaign/scale.py into the cache root
-(`<cache>/estimate/<scenario>-<key>/scale`), keyed by the installed torch/DeepSpeed (and the Python), the
-scenario's shape (everything but its size, steps and world size), the allocator and its glibc knobs, the
-patches, the repeats, steps and ranks (`calibration.json` beside it says so, in the contract's format). On first use it
-runs with a progress bar; later estimates reuse it; --fresh measures it again; --calibration DIR takes any
-scale directory instead, e.g. one measured on a GPU (which --accelerator cuda needs: the fixed cost and the
-per-parameter residuals of a CUDA process are not this machine's).
+A calibration is a size sweep of the target's scenario at 1, 2 and 3 layers (x param groups; --calibration-params
+instead), 12 steps (a target of S steps is estimated from the first S), on one rank (two for ZeRO-3 over several
+ranks: its gathers are a multi-rank cost), 3 runs a size under glibc's own mmap threshold (identical runs differ
+there: the interval comes from that spread) and 1 with it fixed (they agree to 0.1%), run by campaign/scale.py
+into `<cache>/estimate/<scenario>-<key>/scale`, keyed by the installed torch/DeepSpeed (and the Python), the
+scenario's shape, the allocator and its glibc knobs, the patches, repeats, steps, ranks and sizes
+(`calibration.json`). A model too large to calibrate here (its one-layer model above PROXY_ABOVE params: a
+published 7 B model) is calibrated on a packaged proxy of its kind (llama-small for a transformers model, default
+for the Linear stack), said in the output. On CUDA the recorded H200 sweep ships as the default
+(rssprobe/data/calibrations/h200-default.json); --calibration DIR|FILE takes any other.
 """
 
 from __future__ import annotations
@@ -26,17 +31,18 @@ from typing import Any
 
 from .. import contract
 from ..analysis import calibration as calib
+from ..analysis import dsformula, nearer, partition, provision, sweep
 from ..analysis import estimate as arithmetic
-from ..analysis import partition, sweep
 from ..analysis.pinrule import KEYS_SINCE, Rule
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import scale
-from ..config import hfconfig, modelshape, patchsets, scenario, torch_alloc_conf
+from ..config import hfconfig, knownmodels, modelshape, patchsets, scenario, torch_alloc_conf
 from ..config.scenario import Scenario
+from ..config.sizes import format_count
 from ..contract import PIN_REGISTER, parse
 from ..errors import UserError
 from ..log import say
-from ..run import dsinfo, preflight
+from ..run import dsinfo, memlimits, preflight
 from ..run.envs import resolve_python
 from ..run.group import TRIM_AT_END, Start
 from ..store import layout, reader
@@ -44,7 +50,18 @@ from ..store.writer import now_iso, write_json_atomic
 
 CALIBRATION_LAYERS = (1, 2, 3)  # times the param groups: the smallest models of the scenario's shape ...
 CALIBRATION_SPAN = 2  # ... stretched until the largest has this many times the smallest's parameters
-CALIBRATION_STEPS = 2  # step 1 makes Adam's states; step 2 is the steady step (--calibration-steps: more)
+# Steps of each calibration run: a target of S steps is estimated from the first S (its steady RSS the mean of
+# steps 2..S, its step peak the highest of 1..S), so one calibration answers for 2 and for 12 steps; glibc's
+# retention levels off within them (reports/estimate.md: the 24-step row)
+CALIBRATION_STEPS = 12
+# Runs per calibration size: under glibc's own mmap threshold identical runs retain different amounts (up to 7%
+# apart, reports/estimate.md), and the interval is made from that spread, pooled over the sizes (3 sizes x 3 runs:
+# 7 degrees of freedom); with the threshold fixed (or another allocator) they agree to 0.1%: one run a size
+REPEAT_GLIBC = 3
+REPEAT_STEADY = 1
+PROXY_ABOVE = 200_000_000  # a one-layer model above this is calibrated on its kind's packaged proxy
+PROXY = {"linear": "default", "transformers": "llama-small"}
+CUDA_CALIBRATION = "h200-default"  # rssprobe/data/calibrations/<name>.json: the default for --accelerator cuda
 CALIBRATION_FILE = "calibration.json"
 ACCELERATORS = ("cpu", "cuda")
 # keys of a scenario that do not change what one process holds per parameter (or are set by the calibration)
@@ -61,14 +78,20 @@ class Stopped(UserError):
 
 @dataclass
 class Request:
-    """What `rssprobe estimate` was asked for."""
+    """What `rssprobe estimate` was asked for (None: not given)."""
 
-    scenario_ref: str
+    scenario_ref: str | None = None
     sets: list[str] = field(default_factory=list)
     params: float | None = None
     ranks_per_node: int | None = None
+    gpus_per_node: int | None = None
     nodes: int = 1
-    accelerator: str = "cpu"
+    accelerator: str | None = None
+    model: str | None = None
+    hf_config: Path | None = None
+    stage: int | None = None
+    offload_param: bool | None = None
+    node_ram: int | None = None
     calibration: Path | None = None
     calibrate: bool = False
     fresh: bool = False
@@ -76,12 +99,22 @@ class Request:
     malloc_env: dict[str, str] = field(default_factory=dict)
     patches: list[str] = field(default_factory=list)
     torch_alloc_conf: str | None = None
-    repeat: int = 1
-    calibration_ranks: int = 1
-    calibration_steps: int = CALIBRATION_STEPS
+    repeat: int | None = None
+    calibration_ranks: int | None = None
+    calibration_steps: int | None = None
+    calibration_params: list[float] | None = None
     env_ref: str | None = None
     python: str | None = None
     argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Question:
+    """The question resolved: where the buffers live and how many ranks share a node."""
+
+    accelerator: str
+    ranks: int
+    for_this_machine: bool  # a CPU target on one node: this machine's RAM and lock limit are the default
 
 
 def _number(flag: str, value: float | None, minimum: float) -> None:
@@ -89,16 +122,71 @@ def _number(flag: str, value: float | None, minimum: float) -> None:
         raise UserError(f"{flag} {value}: not a number >= {minimum:g}")
 
 
-def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape]:
-    """The scenario at the target size and its exact shape; UserError for a size the model cannot take."""
-    _number("--params", req.params, 1)
-    _number("--ranks-per-node", req.ranks_per_node, 1)
+def question(req: Request) -> Question:
+    """Where the buffers live and how many ranks a node runs; UserError (one line, a hint) for a question that does
+    not say: a rank count without an accelerator, or both --gpus-per-node and --ranks-per-node."""
     _number("--nodes", req.nodes, 1)
-    _number("--calibration-ranks", req.calibration_ranks, 1)
-    _number("--calibration-steps", req.calibration_steps, CALIBRATION_STEPS)
-    if req.accelerator not in ACCELERATORS:
+    if req.accelerator is not None and req.accelerator not in ACCELERATORS:
         raise UserError(f"--accelerator {req.accelerator}: not one of {', '.join(ACCELERATORS)}")
-    scen = scenario.load(req.scenario_ref, [*req.sets, *([f"model.params={req.params!r}"] if req.params else [])])
+    if req.gpus_per_node is not None:
+        _number("--gpus-per-node", req.gpus_per_node, 1)
+        if req.ranks_per_node is not None:
+            raise UserError("--gpus-per-node and --ranks-per-node both given: one says the ranks of a node "
+                            "(--gpus-per-node G: CUDA; --ranks-per-node R --accelerator cpu: CPU ranks)")
+        if req.accelerator == "cpu":
+            raise UserError(f"--gpus-per-node {req.gpus_per_node} --accelerator cpu: GPUs are CUDA; CPU ranks are "
+                            f"--ranks-per-node {req.gpus_per_node} --accelerator cpu")
+        return Question("cuda", req.gpus_per_node, False)
+    if req.ranks_per_node is not None:
+        _number("--ranks-per-node", req.ranks_per_node, 1)
+        if req.accelerator is None:
+            raise UserError(f"--ranks-per-node {req.ranks_per_node}: on GPUs or CPUs? --gpus-per-node "
+                            f"{req.ranks_per_node} (CUDA: the model on the device) or --ranks-per-node "
+                            f"{req.ranks_per_node} --accelerator cpu (every buffer in host RAM)")
+        return Question(req.accelerator, req.ranks_per_node, req.accelerator == "cpu" and req.nodes == 1)
+    if req.calibrate:
+        accelerator = req.accelerator or "cpu"
+        return Question(accelerator, 1, accelerator == "cpu" and req.nodes == 1)
+    raise UserError("how many ranks a node? --gpus-per-node G (CUDA) or --ranks-per-node R --accelerator cpu")
+
+
+def _stage_sets(req: Request) -> list[str]:
+    """--stage and --offload-param as the --set values they stand for."""
+    if req.stage is not None and req.stage not in (1, 2, 3):
+        raise UserError(f"--stage {req.stage}: ZeRO stages are 1, 2 and 3")
+    if req.offload_param and req.stage is not None and req.stage < 3:
+        raise UserError(f"--offload-param: parameters are offloaded at ZeRO stage 3 only (--stage {req.stage})")
+    out = [f"zero.stage={req.stage}"] if req.stage is not None else []
+    if req.offload_param or (req.stage == 3 and req.offload_param is None):
+        out.append('zero.offload_param="cpu"')
+    return out
+
+
+def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape, str]:
+    """The scenario at the target size, its exact shape and where its model comes from; UserError for a size the
+    model cannot take or a question naming no model (or two)."""
+    _number("--params", req.params, 1)
+    given = [flag for flag, v in (("SCENARIO", req.scenario_ref), ("--model", req.model),
+                                  ("--hf-config", req.hf_config)) if v is not None]
+    if len(given) != 1:
+        raise UserError("which model? a SCENARIO, --model NAME (rssprobe estimate --help lists them) or --hf-config "
+                        "PATH" if not given else f"{' and '.join(given)}: give one model")
+    sets = [*req.sets, *_stage_sets(req), *([f"model.params={req.params!r}"] if req.params else [])]
+    if req.model is not None or req.hf_config is not None:
+        if req.model is not None:
+            known = knownmodels.load(req.model)
+            raw = knownmodels.raw_scenario(known.name, known.hf, f"{known.title} (published config: {known.source})")
+            origin = f"{known.title}: its published config ({known.source})"
+        else:
+            hf, dropped = knownmodels.from_config_json(Path(req.hf_config))  # type: ignore[arg-type]
+            stem = Path(req.hf_config).parent.name or "hf-config"  # type: ignore[arg-type]
+            raw = knownmodels.raw_scenario(stem, hf, f"{req.hf_config}")
+            origin = f"{req.hf_config}" + (f" (not shapes, left out: {', '.join(dropped)})" if dropped else "")
+        label = req.model or str(req.hf_config)
+        scen = scenario.validate(scenario.apply_overrides(raw, sets, label), label)
+    else:
+        scen = scenario.load(req.scenario_ref or "", sets)
+        origin = f"scenario {req.scenario_ref}"
     if scen.script is not None:
         raise UserError(f"{req.scenario_ref}: a script builds its own model; estimate takes a scenario")
     if scen.grad_accum_steps > 1:
@@ -108,7 +196,7 @@ def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape]:
     if req.params is not None and (req.params - outside) / per_layer < 0.5:
         raise UserError(f"--params {req.params:g}: less than one layer of {scen.name}'s model (a layer is "
                         f"{per_layer:,} params" + (f", the rest of the model {outside:,}" if outside else "") + ")")
-    return scen, modelshape.of(scen, req.scenario_ref)
+    return scen, modelshape.of(scen, scen.name), origin
 
 
 def _rule(version: str | None, conf: str | None) -> Rule:
@@ -132,12 +220,46 @@ def _shape_key(scen: Scenario) -> dict[str, Any]:
     return {**out, "model": model}
 
 
-def calibration_key(req: Request, scen: Scenario, info: contract.DeepSpeedInfo, python: str,
+@dataclass
+class Plan:
+    """How the calibration is made: which scenario (the target's, or its proxy), and its runs."""
+
+    ref: str
+    scen: Scenario
+    sets: list[str]
+    repeat: int
+    ranks: int
+    steps: int
+    sizes: list[float]
+    proxy: str | None = None  # the proxy's name when the target is too large to calibrate here
+
+
+def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
+    """The calibration this target gets on this machine: its own scenario's shape at small sizes, or its kind's
+    packaged proxy when even one layer is too large; runs, ranks and steps as the module says."""
+    glibc_own = req.allocator == "glibc" and "MALLOC_MMAP_THRESHOLD_" not in req.malloc_env
+    repeat = req.repeat or (REPEAT_GLIBC if glibc_own else REPEAT_STEADY)
+    cal_ranks = req.calibration_ranks or (2 if scen.zero.stage == 3 and ranks >= 2 else 1)
+    steps = req.calibration_steps or CALIBRATION_STEPS
+    _number("--calibration-steps", steps, 2)
+    _number("--calibration-ranks", cal_ranks, 1)
+    base_sets = [s for s in req.sets if s.split("=", 1)[0].strip() not in ("model.params", "model.layers")]
+    sets = [*base_sets, *_stage_sets(req), f"steps={steps}", f"world_size={cal_ranks}", TRIM_AT_END]
+    ref, proxy, cal_scen = req.scenario_ref, None, scen
+    if ref is None or (req.calibration_params is None and min(calibration_sizes(scen)) > PROXY_ABOVE):
+        proxy = PROXY[scen.model.kind]
+        ref, cal_scen = proxy, scenario.load(proxy, [s for s in sets if not s.startswith("model.")])
+        sets = [s for s in sets if not s.startswith("model.")]
+    sizes = list(req.calibration_params) if req.calibration_params else calibration_sizes(cal_scen)
+    return Plan(ref, cal_scen, sets, repeat, cal_ranks, steps, sizes, proxy)
+
+
+def calibration_key(req: Request, plan: Plan, info: contract.DeepSpeedInfo, python: str,
                     patches: list[str]) -> dict[str, Any]:
-    return {"torch": info["torch"], "deepspeed": info["deepspeed"], "python": python, "scenario": _shape_key(scen),
-            "allocator": req.allocator, "malloc_env": req.malloc_env, "patches": patches, "repeat": req.repeat,
-            **({"ranks": req.calibration_ranks} if req.calibration_ranks != 1 else {}),
-            "layers": calibration_layers(scen), "steps": req.calibration_steps}
+    return {"torch": info["torch"], "deepspeed": info["deepspeed"], "python": python,
+            "scenario": _shape_key(plan.scen), "allocator": req.allocator, "malloc_env": req.malloc_env,
+            "patches": patches, "repeat": plan.repeat, **({"ranks": plan.ranks} if plan.ranks != 1 else {}),
+            "sizes": [int(s) for s in plan.sizes], "steps": plan.steps}
 
 
 def calibration_dir(scen: Scenario, key: dict[str, Any]) -> Path:
@@ -172,30 +294,23 @@ def _read_key(path: Path) -> dict[str, Any] | None:
     return data.get("key") if isinstance(data.get("key"), dict) else None
 
 
-def calibration_sets(req: Request) -> list[str]:
-    """The target's --set, less its size, with the calibration's steps, ranks and end-of-run trim."""
-    return [*(s for s in req.sets if s.split("=", 1)[0].strip() not in ("model.params", "model.layers")),
-            f"steps={req.calibration_steps}", f"world_size={req.calibration_ranks}", TRIM_AT_END]
-
-
-def calibrate(req: Request, scen: Scenario, key: dict[str, Any], patches: list[str]) -> Path:
+def calibrate(req: Request, plan: Plan, key: dict[str, Any], patches: list[str]) -> Path:
     """The cached calibration's scale directory, run (or resumed, or with --fresh remeasured) if unfinished."""
-    home = calibration_dir(scen, key)
+    home = calibration_dir(plan.scen, key)
     directory = home / "scale"
     stored = _read_key(home / CALIBRATION_FILE)
     if stored is not None and stored != json.loads(json.dumps(key)):
         raise UserError(f"{home}: holds a calibration for another configuration; remove it or pass --fresh")
     finished = stored is not None and not req.fresh and _finished(directory)
     if not finished:
-        sets = calibration_sets(req)
         home.mkdir(parents=True, exist_ok=True)
         write_json_atomic(home / CALIBRATION_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "key": key,
                                                     "created": now_iso()})
-        say(f"calibrating {scen.name} on this machine: {len(calibration_layers(scen))} sizes x {req.repeat} run(s), "
-            f"{req.calibration_steps} steps each, {req.calibration_ranks} rank(s), into {directory}")
-        outcome = scale.sweep(calibration_sizes(scen), Start(
-            scenario_ref=req.scenario_ref, sets=sets, patches=patches, allocator=req.allocator,
-            malloc_env=req.malloc_env, repeat=req.repeat, env_ref=req.env_ref, python=req.python,
+        say(f"calibrating {plan.scen.name} on this machine: {len(plan.sizes)} sizes x {plan.repeat} run(s), "
+            f"{plan.steps} steps each, {plan.ranks} rank(s), into {directory}")
+        outcome = scale.sweep(plan.sizes, Start(
+            scenario_ref=plan.ref, sets=plan.sets, patches=patches, allocator=req.allocator,
+            malloc_env=req.malloc_env, repeat=plan.repeat, env_ref=req.env_ref, python=req.python,
             argv=req.argv), directory, req.fresh)
         if outcome.exit_code == contract.EXIT_INTERRUPTED:
             raise Stopped(f"calibration interrupted; rerun to resume it ({directory})", outcome.exit_code)
@@ -212,33 +327,37 @@ def _finished(directory: Path) -> bool:
         return False
 
 
-def _describe_target(scen: Scenario, shape: modelshape.Shape, zero: partition.Zero, req: Request,
-                     ranks: int) -> dict[str, Any]:
-    return {"scenario": scen.name, "params": shape.params, "layers": shape.layers, "tensors": shape.tensors,
-            "param_groups": len(shape.groups), "largest_tensor": shape.largest_tensor, "stage": zero.stage,
-            "offload_param": zero.offload_param, "precision": scen.precision, "ranks_per_node": ranks,
-            "nodes": req.nodes, "world_size": zero.world, "accelerator": req.accelerator,
+def _describe_target(scen: Scenario, shape: modelshape.Shape, zero: partition.Zero, req: Request, q: Question,
+                     origin: str) -> dict[str, Any]:
+    return {"scenario": scen.name, "model_from": origin, "params": shape.params, "layers": shape.layers,
+            "tensors": shape.tensors, "param_groups": len(shape.groups), "largest_tensor": shape.largest_tensor,
+            "stage": zero.stage, "offload_param": zero.offload_param, "precision": scen.precision,
+            "steps": scen.steps, "ranks_per_node": q.ranks, "nodes": req.nodes, "world_size": zero.world,
+            "accelerator": q.accelerator,
             "pin_memory": {"offload_optimizer": zero.pin_optimizer, "offload_param": zero.pin_param},
             "pinned_via": "pin.register (exact size)" if PIN_REGISTER in req.patches else "torch's caching host "
             "allocator", "torch_alloc_conf": req.torch_alloc_conf}
 
 
-def _terms(cal: calib.Calibration, rule: Rule, req: Request, info: contract.DeepSpeedInfo
+def _terms(cal: calib.Calibration, rule: Rule, req: Request, q: Question, info: contract.DeepSpeedInfo
            ) -> tuple[dict[str, str], dict[str, str]]:
+    """Where each term of the estimate comes from, named (measured: by whom, on what; predicted: by what rule)."""
     where = cal.describe()
-    on = "this machine's calibration" if req.calibration is None else "the given calibration"
-    measured = {"baseline": f"{on}: {where}", "fixed": f"{on}: {where}",
-                "per_parameter_residual": f"{on}: {where}", "step_transient": f"{on}: {where}",
-                "initialize_transient": f"{on}: {where}", "model_copy": f"{on}: {where}"}
+    on = "the packaged calibration" if cal.provenance.get("packaged") else \
+        "this machine's calibration" if req.calibration is None else "the given calibration"
+    measured = {term: f"{on}: {where}" for term in ("baseline", "fixed", "per_parameter_residual", "step_transient",
+                                                     "initialize_transient", "model_copy")}
     predicted = {"roles": f"DeepSpeed's partitioning of the target's exact tensors (analysis/partition.py, as in "
                           f"DeepSpeed {info['deepspeed']}), checked against the calibration's census and partition",
                  "deepspeed_estimate": f"DeepSpeed {info['deepspeed']}'s {info['estimator']}"}
-    if req.accelerator == "cuda":
+    if q.accelerator == "cuda":
         predicted["pinned_slack"] = (f"torch {rule.torch}'s caching host allocator rule (analysis/pinrule.py) over "
                                      "DeepSpeed's pin requests at their exact sizes"
                                      + (", pinned at their own size (pin.register)" if PIN_REGISTER in req.patches
                                         else "") + (f", alloc conf {req.torch_alloc_conf}"
                                                     if req.torch_alloc_conf else ""))
+        for term in measured:
+            measured[term] += " (on a GPU machine: figures for CUDA are predicted from it)"
     else:
         measured["pinned_slack"] = "none: pinning is a no-op on the CPU accelerator"
     return measured, predicted
@@ -247,47 +366,69 @@ def _terms(cal: calib.Calibration, rule: Rule, req: Request, info: contract.Deep
 def ranks_note(stage: int, world: int, steps: int, cal: calib.Calibration) -> list[str]:
     """ZeRO-3 over several ranks from a one-rank calibration under glibc's own mmap threshold: what glibc keeps of
     the ranks' gathers and releases is not in it (reports/estimate.md: low there, and within 3% calibrated so)."""
-    glibc_own = cal.allocator == "glibc" and "MALLOC_MMAP_THRESHOLD_" not in cal.malloc_env
-    if stage != 3 or world < 2 or not glibc_own or max(p.zero.world for p in cal.points) > 1:
+    if stage != 3 or world < 2 or not cal.glibc_dynamic or cal.ranks > 1:
         return []
+    how = f"--calibration-ranks 2 --calibration-steps {steps} measures them" if cal.accelerator == "cpu" else \
+        "a 2-rank sweep on a GPU would measure them (rssprobe scale ... --world-size 2)"
     return [f"ZeRO-3 at {world} ranks from a 1-rank calibration under glibc's own mmap threshold: the ranks' "
-            f"gathers are not calibrated; --calibration-ranks 2 --calibration-steps {steps} measures them"]
+            f"gathers are not calibrated (5-9% low on CPU runs, reports/estimate.md); {how}"]
+
+
+def _nearer(req: Request, q: Question, plan: Plan | None, cal: calib.Calibration, params: int) -> str:
+    """How to calibrate nearer a target far beyond the calibration: the command and about how long."""
+    here = q.accelerator == "cpu"
+    memory = memlimits.node_ram()[0] if here else (cal.provenance.get("memory_bytes") or None)
+    got = nearer.advice(cal, params, memory, plan.repeat if plan else REPEAT_GLIBC)
+    sizes = ",".join(format_count(n) for n in got["params"])
+    took = "" if got["seconds"] is None else f", about {got['seconds'] / 60:,.0f} min"
+    reach = "" if got["reaches"] else f" (the largest this machine holds, {got['params'][-1] / 1e6:,.0f} M params)"
+    if here and plan is not None:
+        argv = [a for a in req.argv[1:] if a]
+        return (f"calibrate nearer: {' '.join(['rssprobe', *argv])} --calibration-params {sizes}{reach}{took} "
+                f"on this machine ({got['repeats']} runs a size)")
+    name = cal.scenario.get("name") or "default"
+    return (f"calibrate nearer on a {cal.accelerator.upper()} machine: rssprobe scale {name} --params {sizes} "
+            f"--steps {CALIBRATION_STEPS} --repeat {REPEAT_GLIBC}{took} (as the calibration's runs took), then "
+            "--calibration DIR")
 
 
 def run(req: Request) -> dict[str, Any]:
     """Check, calibrate (or load), estimate; the estimate as a dict (analysis/estimate.py's, and what it is)."""
-    scen, shape = target_scenario(req)
-    if req.ranks_per_node is None and not req.calibrate:
-        raise UserError("--ranks-per-node R is required (the ranks of one node)")
-    ranks = req.ranks_per_node or 1
+    q = question(req)
+    scen, shape, origin = target_scenario(req)
+    ranks = q.ranks
     patchsets.resolve(scen, False, False, req.patches)  # an unknown intervention is refused as `run` refuses it
     patches = [p for p in req.patches if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
     why = partition.refusal(shape, partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision],
-                                                     ranks * req.nodes, req.accelerator, {}))
+                                                     ranks * req.nodes, q.accelerator, {}))
     if why:  # the world size alone decides it: refused before DeepSpeed is even asked
-        raise UserError(f"--ranks-per-node {ranks} --nodes {req.nodes}: {why}")
+        raise UserError(f"{ranks} ranks per node x {req.nodes} node(s): {why}")
     if req.torch_alloc_conf is not None:
         try:
             torch_alloc_conf.split(req.torch_alloc_conf)
         except ValueError as e:
             raise UserError(f"--torch-alloc-conf {req.torch_alloc_conf}: {e}") from None
-    if req.calibration is None and req.accelerator == "cuda":
-        raise UserError("--accelerator cuda needs --calibration DIR: a scale directory measured on a GPU (a "
-                        "CUDA process's fixed cost and per-parameter residuals are not this machine's)")
-    made_here = {"--calibration-steps": (req.calibration_steps, CALIBRATION_STEPS),
-                 "--calibration-ranks": (req.calibration_ranks, 1), "--repeat": (req.repeat, 1)}
-    given = [f"{flag} {value}" for flag, (value, default) in made_here.items() if value != default]
+    made_here = {"--calibration-steps": req.calibration_steps, "--calibration-ranks": req.calibration_ranks,
+                 "--repeat": req.repeat, "--calibration-params": req.calibration_params}
+    given = [flag for flag, value in made_here.items() if value is not None]
+    cal_ref = req.calibration
+    if cal_ref is None and q.accelerator == "cuda":
+        cal_ref = calib.packaged(CUDA_CALIBRATION)
+        if given:
+            raise UserError(f"{', '.join(given)}: shape a calibration this machine makes; a CUDA target is estimated "
+                            "from one measured on a GPU (the packaged H200 sweep, or --calibration DIR)")
     if req.calibration is not None and given:
-        raise UserError(f"{', '.join(given)}: shape a calibration this machine makes; --calibration DIR is "
-                        "measured already")
-    if req.calibration is not None:  # what it was measured on decides before DeepSpeed is asked anything
-        accelerator, versions = calib.recorded(req.calibration)
-        if accelerator != req.accelerator:
-            raise UserError(f"--calibration {req.calibration}: measured on {accelerator}, the target is "
-                            f"--accelerator {req.accelerator}")
+        raise UserError(f"{', '.join(given)}: shape a calibration this machine makes; --calibration "
+                        f"{req.calibration} is measured already")
+    plan = None
+    if cal_ref is not None:  # what it was measured on decides before DeepSpeed is asked anything
+        accelerator, versions = calib.recorded(cal_ref)
+        if accelerator != q.accelerator:
+            raise UserError(f"--calibration {cal_ref}: measured on {accelerator}, the target is on {q.accelerator}")
         _rule(versions.get("torch"), req.torch_alloc_conf)
-    if req.calibration is None:  # the calibration's runs are checked (steps against the time-out, the machine)
-        scale.size_scenarios(req.scenario_ref, calibration_sets(req), calibration_sizes(scen))  # before anything
+    else:  # the calibration's runs are checked (steps against the time-out, the machine) before anything
+        plan = calibration_plan(req, scen, ranks)
+        scale.size_scenarios(plan.ref, plan.sets, plan.sizes)
     python, _env = resolve_python(req.env_ref, req.python, log=say)
     preflight.check_alloc_conf(req.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
@@ -295,31 +436,55 @@ def run(req: Request) -> dict[str, Any]:
                                "offload_param": scen.zero.offload_param is not None})
     defaults = info["zero_defaults"]
     zero = partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision], ranks * req.nodes,
-                             req.accelerator, defaults)
-    directory = req.calibration or calibrate(req, scen, calibration_key(req, scen, info, python, patches), patches)
+                             q.accelerator, defaults)
+    directory = cal_ref or calibrate(req, plan, calibration_key(req, plan, info, python, patches), patches)  # type: ignore[arg-type]
     cal = calib.load(directory, defaults)
     rule = _rule(cal.versions.get("torch"), req.torch_alloc_conf)
     target = arithmetic.Target(shape, zero, ranks, req.nodes, rule,
-                               "register" if PIN_REGISTER in req.patches else "torch")
+                               "register" if PIN_REGISTER in req.patches else "torch", scen.steps)
     out = arithmetic.estimate(target, cal)
-    measured, predicted = _terms(cal, rule, req, info)
+    measured, predicted = _terms(cal, rule, req, q, info)
     notes = list(out.pop("notes"))
     cal_zero = cal.scenario.get("zero") or {}
     if cal.scenario.get("name") != scen.name or cal_zero.get("stage", 2) != scen.zero.stage:
-        notes.append(f"calibrated on {cal.scenario.get('name')} at ZeRO-{cal_zero.get('stage', 2)}, the target is "
-                     f"{scen.name} at ZeRO-{scen.zero.stage}: the fitted terms are the calibration's")
+        notes.append(f"calibrated on {cal.scenario.get('name')} at ZeRO-{cal_zero.get('stage', 2)}"
+                     + (" (a proxy: one layer of the target is too large to calibrate here)" if plan and plan.proxy
+                        else "") + f", the target is {scen.name} at ZeRO-{scen.zero.stage}: the fitted terms are "
+                     "the calibration's")
     if scen.world_size != 1 and scen.world_size != ranks * req.nodes:
-        notes.append(f"the scenario's world_size {scen.world_size} is replaced by --ranks-per-node x --nodes")
-    notes.extend(ranks_note(scen.zero.stage, zero.world, scen.steps, cal))
+        notes.append(f"the scenario's world_size {scen.world_size} is replaced by the ranks per node x --nodes")
+    notes.extend(ranks_note(scen.zero.stage, zero.world, scen.steps or CALIBRATION_STEPS, cal))
+    if out["far"] or out["node"]["wide"] or out["rank"]["wide"]:
+        notes.append((f"the target is {out['extrapolation']:,.0f}x the largest calibrated size; " if out["far"]
+                      else "") + ("intervals wider than their figure are not given; " if out["node"]["wide"] else "")
+                     + _nearer(req, q, plan, cal, shape.params))
+    ram, ram_from = (req.node_ram, "--node-ram") if req.node_ram is not None else \
+        memlimits.node_ram() if q.for_this_machine else (None, None)
+    rows = provision.phases(out["node"], ram)
+    prov = provision.provision(rows)
+    fixes = provision.changes(target, cal, ram)
+    what = (f"{scen.name} ({shape.params / 1e9:,.2f} B params)" if shape.params >= 1e8 else
+            f"{scen.name} ({shape.params / 1e6:,.1f} M params)") + \
+        f" at ZeRO-{zero.stage} on {ranks} {'GPUs' if q.accelerator == 'cuda' else 'CPU ranks'} per node"
+    lock = provision.lock_check(out["rank"]["pinned_requested_bytes"],
+                                memlimits.lock_limit() if q.for_this_machine else None)
+    formula = dsformula.formula(shape.params, ranks, req.nodes, zero.stage, zero.offload_param)
     estimator = info["estimator_cpu_bytes"]
     return {contract.FORMAT_KEY: contract.FORMAT_VERSION,
-            "target": _describe_target(scen, shape, zero, req, ranks), **out,
+            "answer": provision.answer(what, out["node"], rows, prov, ram, ram_from, fixes),
+            "target": _describe_target(scen, shape, zero, req, q, origin), **out,
+            "phases": rows, "provision": {**prov, "line": provision.provision_line(prov)},
+            "node_ram": {"bytes": ram, "from": ram_from}, "changes": fixes, "lock": lock,
             "deepspeed_estimate_bytes": estimator,
             "deepspeed_estimate_rank_bytes": None if estimator is None else estimator / ranks,
             "deepspeed_estimator": info["estimator"],
+            "deepspeed_formula": {**formula, "reconciled": dsformula.reconcile(formula, out["node"], req.nodes,
+                                                                               zero.stage)},
             "versions": {"estimate_for": {"torch": info["torch"], "deepspeed": info["deepspeed"]},
                          "calibration": cal.versions},
             "measured_terms": measured, "predicted_terms": predicted, "notes": notes,
             "calibration": {"path": str(cal.path), "accelerator": cal.accelerator, "runs": len(cal.points),
-                            "params": sorted(cal.params), "left_out": cal.left_out, "allocator": cal.allocator,
-                            "malloc_env": cal.malloc_env, "scenario": cal.scenario.get("name")}}
+                            "repeats": cal.repeats, "steps": cal.steps, "ranks": cal.ranks,
+                            "params": sorted(set(cal.params)), "left_out": cal.left_out, "allocator": cal.allocator,
+                            "malloc_env": cal.malloc_env, "scenario": cal.scenario.get("name"),
+                            "provenance": cal.provenance, "proxy": plan.proxy if plan else None}}
