@@ -58,8 +58,8 @@ FAR = 100
 GLIBC_MMAP_MAX = 32 * 2**20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: its dynamic threshold stops rising here
 FITTED = ("steady", "step_peak", "initialize", "model_copy", "checkpoint_save")
 # phases a node is provisioned for, in the order a run meets them (label, key of terms()). A phase whose key
-# terms() does not return is "not measured" in the fit (analysis/provision.py): "checkpoint_load" is issue 31's to
-# fill, as a fitted term of its measured load peak in terms() (and its name in FIELDS) beside checkpoint_save's
+# terms() does not return is "not measured" in the fit (analysis/provision.py): "checkpoint_load" would be a
+# fitted term of a measured load peak in terms() (and its name in FIELDS) beside checkpoint_save's: not yet
 PHASES = (("initialize", "initialize_peak"), ("steady", "steady"), ("step peak", "step_peak"),
           ("checkpoint save", "checkpoint_save"), ("checkpoint load", "checkpoint_load"))
 

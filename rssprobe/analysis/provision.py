@@ -3,9 +3,10 @@ that would make it fit with their estimated savings, and the answer in sentences
 
 A phase fits when its upper 95% bound is within the node's RAM, does not fit when its estimate alone exceeds
 it, and may not fit in between. "Provision at least X" is the largest upper bound of any phase (its phase
-named). Phases not measured by the calibration (checkpoint save without a [checkpoint] table; checkpoint load,
-which issue 31 measures) say so instead of a number. Pinned memory that is locked (mlock: DeepSpeed's native pin
-backend, DS_PIN_MEMORY_BACKEND=native) is also compared with the lock limit per process (`ulimit -l`).
+named). Phases not measured by the calibration (checkpoint save without a [checkpoint] table; checkpoint load:
+measured by a run, not estimated) say so instead of a number. Pinned memory that is locked (mlock:
+DeepSpeed's native pin backend, DS_PIN_MEMORY_BACKEND=native) is also compared with the lock limit
+per process (`ulimit -l`).
 
 The changes are the estimate recomputed for a changed target (analysis/estimate.terms), cheapest first: pinned
 buffers at their own size (CUDA: the pinned slack, a term of its own), the model built under zero.Init (no
@@ -32,13 +33,17 @@ def gib(n: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 10 else f"{v:,.2f}"
 
 
+LOAD_NOT_ESTIMATED = ("not estimated: the calibration loads no checkpoint; a transformers model's load is measured "
+                      "by `rssprobe run SCENARIO --set 'model.load=\"checkpoint\"'` (docs/your-job.md)")
+
+
 def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:
     """Each phase of a run with the node's estimate, its upper bound and whether it fits `ram` bytes."""
     out = []
     for label, key in PHASES:
         field = arithmetic.FIELDS.get(key, key)
         if f"{field}_bytes" not in node:
-            why = "measured by issue 31's checkpoint-load runs (not yet)" if key == "checkpoint_load" else \
+            why = LOAD_NOT_ESTIMATED if key == "checkpoint_load" else \
                 "not measured: the calibration's scenario saves no checkpoint ([checkpoint] table)"
             out.append({"phase": label, "key": key, "measured": False, "why": why})
             continue
