@@ -810,7 +810,7 @@ def test_a_report_of_two_runs_leads_with_what_diff_says(original: Path, tmp_path
     out = tmp_path / "r"
     assert cli("report", str(original), str(other), "--out", str(out)).code == 0
     page = (out / "report.html").read_text()
-    assert page.index("Comparison: B against A") < page.index("<h2>Charts") < page.index("<h2>Runs")
+    assert page.index("Key figures: B against A") < page.index("<h2>Charts") < page.index("<h2>Runs")
     assert "changes no gated figure" in page and "Key figures" in page
     md = (out / "report.md").read_text()
     assert md.index("changes no gated figure") < md.index("## Charts")

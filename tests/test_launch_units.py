@@ -154,7 +154,7 @@ def test_a_launch_command_is_the_words_after_a_bare_double_dash(tmp_path: Path) 
     assert launch_command(("tiny",), None, ["rssprobe", "run", "tiny"]) is None
     assert launch_command(("x.py", "--a"), None, ["rssprobe", "run", "--", "x.py", "--a"]) is None  # a script
     assert launch_command(("--a",), Path("x.py"), ["rssprobe", "run", "--script", "x.py", "--", "--a"]) is None
-    ref, sets = scenario_or_script(args, None, argv=["rssprobe", "run", "--", *args])
+    ref, sets = scenario_or_script(args, None, argv=["rssprobe", "run", "--", *args], launcher=True)
     scen = scenario.load(ref or "", sets)
     assert scen.script is not None and scen.script.command == list(args)
     assert scen.script.args == ["--steps", "3"] and scen.script.path == str(LINEAR)

@@ -528,7 +528,7 @@ def unreadable(run: RunDir, why: str) -> dict[str, Any]:
             "sites": [], "site_status": {}, "sites_first_step_only": [], "sites_steady": None,
             "interventions": [], "never_took_effect": [], "metrics": {}, "events": {}, "growth": None,
             "pinned": None, "step_events": {}, "native": None, "memray": False, "world_size": 1, "rank": 0,
-            "partition_params": None, "ranks": None, "node": None, "mean_step_time_s": None}
+            "partition_params": None, "ranks": None, "node": None, "mean_step_time_s": None, "load": None}
 
 
 def summarise(run: RunDir) -> dict[str, Any]:
