@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -103,8 +104,9 @@ def _pins(run: Path) -> list[dict[str, Any]]:
 
 def test_show_names_the_fixes_and_their_saving(recorded: Path) -> None:
     out = rssprobe("show", str(recorded), "--format", "markdown", check=True).stdout
-    line = next(x for x in out.splitlines() if "pinned slack" in x)
-    assert line.startswith("> pinned slack 9.99 B/param (predicted for CUDA): DS_PIN_MEMORY_BACKEND=native would "
+    # as a reader sees it: GFM drops the backslash before an escaped character (tests/test_markdown.py renders it)
+    line = re.sub(r"\\(.)", r"\1", next(x for x in out.splitlines() if "pinned slack" in x))
+    assert line.startswith("pinned slack 9.99 B/param (predicted for CUDA): DS_PIN_MEMORY_BACKEND=native would "
                            "save ~9.99 B/param at full bandwidth (53-55 GB/s host-to-device on an H200 per DeepSpeed "
                            "PR #8283)")
     assert "offload_optimizer.pin_memory false ~9.99 at 10-17 GB/s" in line

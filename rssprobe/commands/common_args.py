@@ -155,12 +155,12 @@ def all_option(f: F) -> F:
                         help="Show every table (by default: the answer, the key figures and what differs).")(f)
 
 
-def repeat_option(default: int, each: str) -> Callable[[F], F]:
+def repeat_option(default: int | None, each: str) -> Callable[[F], F]:
     """--repeat N: fresh worker processes of each configuration a command runs, the same meaning everywhere;
-    `each` says what a configuration is for this command."""
-    return click.option("--repeat", default=default, show_default=True, type=click.IntRange(1),
-                        help=f"Fresh worker processes of each configuration ({each}); 3 vs 3 is the least that can "
-                             "be significant at alpha 0.05.")
+    `each` says what a configuration is for this command (and, with no fixed default, what the default is)."""
+    return click.option("--repeat", default=default, show_default=default is not None, type=click.IntRange(1),
+                        help=f"Fresh worker processes of each configuration ({each})"
+                             + ("; 3 vs 3 is the least that can be significant at alpha 0.05." if default else "."))
 
 
 def patch_option(who: str = "Apply") -> Callable[[F], F]:

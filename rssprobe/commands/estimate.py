@@ -17,10 +17,11 @@ from . import common_args
     "rssprobe estimate --model llama-2-7b --gpus-per-node 8",
     "rssprobe estimate --hf-config config.json --gpus-per-node 8 --node-ram 1T",
     "rssprobe estimate issue7693-cpu --params 1.3B --ranks-per-node 2 --accelerator cpu")
-    + f"\n\nModels (--model): {', '.join(knownmodels.names())}.")
+)
 @click.argument("scenario_ref", metavar="[SCENARIO]", required=False)
 @click.option("--model", metavar="NAME", help="A well-known public model by name (its published config ships with "
-              "rssprobe), e.g. llama-3-70b or meta-llama/Meta-Llama-3-70B.")
+              "rssprobe): " + ", ".join(knownmodels.names())
+              + "; or its Hugging Face name, e.g. meta-llama/Meta-Llama-3-70B.")
 @click.option("--hf-config", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="A Hugging Face config.json: the model it describes.")
 @common_args.scenario_sets
@@ -52,8 +53,8 @@ from . import common_args
 @click.option("--torch-alloc-conf", "torch_alloc_conf", metavar="KEY:VALUE,...",
               help="PYTORCH_CUDA_ALLOC_CONF the CUDA run would have, e.g. pinned_max_round_threshold_mb:1 (the pinned "
                    "slack is predicted under it, for the calibration's torch).")
-@click.option("--repeat", type=click.IntRange(1), help="Calibration runs per size (default: 3 under glibc's own mmap "
-              "threshold, whose retention makes identical runs differ; 1 with it fixed).")
+@common_args.repeat_option(None, "per calibration size; default 3 under glibc's own mmap threshold, whose retention "
+                           "makes identical runs differ, 1 with it fixed")
 @click.option("--calibration-ranks", type=click.IntRange(1),
               help="Ranks of each calibration run (default 1; 2 for ZeRO-3 over several ranks: its gathers).")
 @click.option("--calibration-steps", type=click.IntRange(2),
