@@ -42,7 +42,7 @@ demo: install
 	@echo
 	@echo "Report: $(DEMO)/report/report.html (open it in a browser); for a PR review: $(DEMO)/diff.md"
 	@echo "Next: rssprobe show $(DEMO)/baseline/run-01 (who owns every byte), rssprobe run llama-small (a real"
-	@echo "architecture), rssprobe estimate issue7693-cpu --params 7e9 --ranks-per-node 8 (size a node); README."
+	@echo "architecture), rssprobe estimate --model llama-2-7b --gpus-per-node 8 (size a node); README."
 
 test: install
 	$(BIN)/ruff check rssprobe tests tools
