@@ -15,7 +15,7 @@ PLAN    = reports/issue7693/plan.toml
 PLANRUNS = reports/matrix/issue7693
 VERDICT_DEBS = libjemalloc2 libtcmalloc-minimal4 ccache
 
-.PHONY: install demo test test-fast bench gate-check lint clean gpu-check verdict
+.PHONY: install demo test test-fast test-slow bench gate-check lint clean gpu-check verdict
 
 install: $(STAMP)
 
@@ -50,7 +50,12 @@ demo: install
 
 test: install
 	$(BIN)/ruff check rssprobe tests tools
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not slow"
+
+# The end-to-end checks of minutes each (checkpoint loads, scripts as exact as scenarios, every launcher): ~25
+# minutes on 2 cores; run before a release or when touching the script, launcher or load paths
+test-slow: install
+	$(BIN)/pytest -q -m slow
 
 # The tests that never start a training worker (unit, schema, statistics, reporters, refusals), in about 2 minutes:
 # a test that trains carries @pytest.mark.worker, and one that trains without it fails (tests/conftest.py)

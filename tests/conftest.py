@@ -84,11 +84,8 @@ def tiny_calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
 
 
 
-# ---- the test lanes: `worker` marks a test that starts a training worker (make test-fast leaves them out) ------
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "worker: starts a training worker (real DeepSpeed); make test-fast skips it")
-
+# ---- the test lanes (markers declared in pyproject.toml): `worker` marks a test that starts a training worker
+# (make test-fast leaves them out), `slow` an end-to-end check of minutes (make test-slow; make test leaves them out)
 
 _GUARD = Path(tempfile.mkdtemp(prefix="rssprobe-worker-guard-"))
 

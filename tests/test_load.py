@@ -22,7 +22,7 @@ import pytest
 from .conftest import STEADY_GLIBC, rssprobe, summary
 from .noise import PAGE, READ_ERROR
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.slow]  # make test-slow: end-to-end, minutes each
 
 TRAINER = Path(__file__).resolve().parent / "data" / "scripts" / "train_trainer.py"
 SMALL = ["--set", "model.hf.hidden_size=256", "--set", "model.hf.intermediate_size=704", "--set",

@@ -21,7 +21,7 @@ import pytest
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.slow]  # make test-slow: end-to-end, minutes each
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ROOT / "examples" / "train_hf.py"
