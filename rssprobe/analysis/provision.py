@@ -132,7 +132,7 @@ def answer(what: str, node: dict[str, Any], rows: list[dict[str, Any]], prov: di
     steady = next(r for r in rows if r["key"] == "steady")
     first = (f"{what} needs about {gib(steady['bytes'])} GiB of host RAM per node steady and "
              f"{gib(node['peak_rss_bytes'])} GiB at its peak; provision at least {gib(prov['bytes'])} GiB "
-             f"(peak during {prov['phase']}, {'upper 95%' if prov['interval'] else 'no interval'})")
+             f"(highest phase: {prov['phase']}, {'upper 95%' if prov['interval'] else 'no interval'})")
     if ram is None:
         return [first + "."]
     short = [r for r in rows if r["measured"] and r["verdict"] != "fits"]
@@ -155,5 +155,5 @@ def answer(what: str, node: dict[str, Any], rows: list[dict[str, Any]], prov: di
 
 def provision_line(prov: dict[str, Any]) -> str:
     """The line the output ends with."""
-    return (f"provision at least {gib(prov['bytes'])} GiB per node (peak during {prov['phase']}, "
+    return (f"provision at least {gib(prov['bytes'])} GiB per node (highest phase: {prov['phase']}, "
             f"{'upper 95%' if prov['interval'] else 'no interval: calibrate nearer'})")
