@@ -13,7 +13,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import verdicts
-from ..config import scenario as scenario_mod
 from ..config import script
 from ..config.scenario import Scenario
 from ..errors import UserError
@@ -55,9 +54,9 @@ class Side:
     def samples(self, metric: str) -> list[float]:
         return [s["metrics"][metric] for s in self.ok if metric in s["metrics"]]
 
-    def scenario(self) -> Scenario:
-        """The scenario the side ran (its manifest's, size resolved to layers), for naming its figures; the
-        default scenario where the stored one no longer validates."""
+    def scenario(self) -> Scenario | None:
+        """The scenario the side ran (its manifest's, size resolved to layers), for naming its figures; None where
+        the stored one no longer validates (never another scenario's names: those of what was measured serve)."""
         raw = dict(_scenario(self))
         model = dict(raw.get("model") or {})
         if model.get("layers") is not None:
@@ -65,7 +64,7 @@ class Side:
         try:
             return Scenario.model_validate({**raw, "model": model})
         except ValidationError:
-            return scenario_mod.load("default")
+            return None
 
     def measured(self) -> set[str]:
         return {m for s in self.summaries for m in s["metrics"]}
@@ -112,7 +111,7 @@ def check_metrics(flag: str, patterns: tuple[str, ...] | list[str], sides: list[
     measured = {m for side in sides for m in side.measured()}
     scen = sides[0].scenario() if patterns else None
     for pattern in patterns:
-        metrics.check(flag, pattern, scen, measured)  # type: ignore[arg-type]
+        metrics.check(flag, pattern, scen, measured)
 
 
 def differences(a: Side, b: Side) -> list[tuple[str, Any, Any]]:

@@ -190,11 +190,12 @@ def known(scenario: Scenario) -> list[str]:
     return names
 
 
-def check(flag: str, pattern: str, scenario: Scenario, measured: Iterable[str] = ()) -> None:
+def check(flag: str, pattern: str, scenario: Scenario | None, measured: Iterable[str] = ()) -> None:
     """UserError (one line, the close names) unless `pattern` (a name or a glob) names a figure a run of the
-    scenario can have, or one of `measured` (the figures stored runs have). THE check of a figure's name: gate
-    (--run, stored sides, --limits), diff, two sweeps and bisect all refuse a misspelt one the same way."""
-    names = list(dict.fromkeys([*measured, *known(scenario)]))
+    scenario can have (None: a stored scenario that no longer validates, none), or one of `measured` (the figures
+    stored runs have). THE check of a figure's name: gate (--run, stored sides, --limits), diff, two sweeps and
+    bisect all refuse a misspelt one the same way."""
+    names = list(dict.fromkeys([*measured, *(known(scenario) if scenario is not None else [])]))
     if any(fnmatch.fnmatchcase(n, pattern) for n in names):
         return
     close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)

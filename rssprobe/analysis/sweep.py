@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import verdicts
-from ..config import scenario as scenario_mod
 from ..errors import UserError
 from ..store import campaign
 from ..store.layout import SCALE_INDEX
@@ -161,7 +160,7 @@ def compare(a_ref: str, b_ref: str, gated: tuple[str, ...] = GATED, slope_thresh
     if tuple(gated) != GATED:  # a misspelt --metric is refused with the close names, as everywhere
         measured = {m for side in (a, b) for _p, figures in side.points for m in figures}
         for pattern in gated:
-            metrics.check("--metric", pattern, scenario_mod.load("default"), measured)
+            metrics.check("--metric", pattern, None, measured)  # the figures these sweeps have
     if a.info.get("scenario_name") != b.info.get("scenario_name") and not force:
         raise UserError(f"{a_ref} is scenario {a.info.get('scenario_name')!r} but {b_ref} is "
                         f"{b.info.get('scenario_name')!r}; comparing different scenarios needs --force")
