@@ -33,8 +33,8 @@ def gib(n: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 10 else f"{v:,.2f}"
 
 
-LOAD_NOT_ESTIMATED = ("not estimated: the calibration loads no checkpoint; a transformers model's load is measured "
-                      "by `rssprobe run SCENARIO --set 'model.load=\"checkpoint\"'` (docs/your-job.md)")
+LOAD_NOT_ESTIMATED = ("not estimated: the calibration loads no checkpoint; a run measures a transformers model's "
+                      "load: rssprobe run SCENARIO --set 'model.load=\"checkpoint\"' (docs/your-job.md)")
 
 
 def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:

@@ -122,8 +122,7 @@ def tables(data: dict[str, Any]) -> list[Table]:
 def header_lines(data: dict[str, Any]) -> list[str]:
     t, v, cal = data["target"], data["versions"], data["calibration"]
     pins = t["pin_memory"]
-    lines = list(data["answer"])
-    lines += [f"estimate: {t['scenario']}, {t['params']:,} params ({t['layers']} layers, {t['tensors']} tensors, "
+    lines = [f"estimate: {t['scenario']}, {t['params']:,} params ({t['layers']} layers, {t['tensors']} tensors, "
               f"{t['param_groups']} param group(s)), ZeRO-{t['stage']}"
               + (" with parameters offloaded" if t["offload_param"] else "") + f", {t['precision']}, "
               f"{t['ranks_per_node']} ranks per node x {t['nodes']} node(s), {t['accelerator']}, "
@@ -152,6 +151,6 @@ def header_lines(data: dict[str, Any]) -> list[str]:
 
 
 def show(data: dict[str, Any], fmt: str) -> None:
-    emit(fmt, data, header_lines(data), tables(data), bool(data["checks"]))
+    emit(fmt, data, header_lines(data), tables(data), bool(data["checks"]), answer=data["answer"])
     if fmt != "json":
         click.echo(("\n" if fmt == "markdown" else "") + data["provision"]["line"])
