@@ -22,12 +22,14 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# torch with pip (where pip is configured to find it on disk, uv would download it), then uv for the rest:
-	@# it installs the same versions in seconds where pip takes minutes (measured: README "Install")
+	@# it installs the same versions in seconds where pip takes minutes (README); pip where uv cannot
 	$(BIN)/pip install --quiet "torch==$(TORCH)" ninja uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python "$$(grep -o '"deepspeed[^"]*"' pyproject.toml | tr -d '"')"
+	ds="$$(grep -o '"deepspeed[^"]*"' pyproject.toml | tr -d '"')"; \
+		$(BIN)/uv pip install --quiet --python $(BIN)/python "$$ds" || $(BIN)/pip install --quiet "$$ds"
 	@# DeepSpeed's two CPU ops compile in the background (both at once) while uv installs the rest
 	PYTHONPATH=. $(BIN)/python -m rssprobe.run.opbuild > $(VENV)/opbuild.log 2>&1 & ops=$$!; \
-		$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev,memray,hf]"; status=$$?; wait $$ops; \
+		{ $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev,memray,hf]" || \
+		  $(BIN)/pip install --quiet -e ".[dev,memray,hf]"; }; status=$$?; wait $$ops; \
 		cat $(VENV)/opbuild.log; exit $$status
 	rm -f $(VENV)/.rssprobe-installed-torch-*
 	touch $@
