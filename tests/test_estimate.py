@@ -345,15 +345,17 @@ def test_a_model_too_large_to_calibrate_here_is_calibrated_on_its_proxy() -> Non
     assert got.scen.zero.offload_param is not None  # --stage 3 offloads the parameters unless told not to
 
 
-def test_zero3_over_ranks_from_a_one_rank_calibration_says_how_to_calibrate_it(h200: Calibration) -> None:
-    """The H200 sweep is one rank, glibc's own threshold: a ZeRO-3 target at 2 ranks gets the note (on this machine:
-    the options that calibrate at 2 ranks and the target's steps; on a GPU: a 2-rank sweep); ZeRO-2, one rank, or
-    a calibration with the threshold fixed do not."""
+def test_several_ranks_from_a_one_rank_calibration_say_how_to_calibrate_them(h200: Calibration) -> None:
+    """The H200 sweep is one rank, glibc's own threshold: a target of 2 ranks gets the note (ZeRO-3 names its
+    gathers too; on this machine: the options that calibrate at 2 ranks and the target's steps; on a GPU: a 2-rank
+    sweep); one rank, or a calibration with the threshold fixed, do not."""
     [note] = workflow_estimate.ranks_note(3, 2, 12, h200)
-    assert "a 2-rank sweep on a GPU" in note
+    assert "a 2-rank sweep on a GPU" in note and "gathers" in note
     [note] = workflow_estimate.ranks_note(3, 2, 12, Calibration(**{**vars(h200), "accelerator": "cpu"}))
     assert "--calibration-ranks 2 --calibration-steps 12" in note
-    assert workflow_estimate.ranks_note(2, 2, 12, h200) == workflow_estimate.ranks_note(3, 1, 12, h200) == []
+    [note] = workflow_estimate.ranks_note(2, 2, 12, h200)
+    assert "each process's own costs among several" in note and "gathers" not in note
+    assert workflow_estimate.ranks_note(3, 1, 12, h200) == []
     fixed = Calibration(**{**vars(h200), "malloc_env": {"MALLOC_MMAP_THRESHOLD_": "65536"}})
     assert workflow_estimate.ranks_note(3, 2, 12, fixed) == []
 
@@ -481,7 +483,8 @@ def test_held_out_two_ranks_lie_inside_the_estimates_interval(tiny_calibration: 
     orchestrator's sampled peak (a lower bound) and the ranks' exact peaks summed (what the estimate predicts);
     at initialize's entry each rank holds the whole model (4 B/param of fp32 as built)."""
     root, _one, _err = tiny_calibration
-    proc = rssprobe("estimate", "tiny", "--ranks-per-node", "2", "--accelerator", "cpu", *STEADY_GLIBC, "--format",
+    proc = rssprobe("estimate", "tiny", "--ranks-per-node", "2", "--accelerator", "cpu", "--calibration-ranks", "1",
+                    *STEADY_GLIBC, "--format",
                     "json", env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
     assert "calibrating" not in proc.stderr
     got = json.loads(proc.stdout)
@@ -516,7 +519,8 @@ def test_far_beyond_its_calibration_it_says_how_to_calibrate_nearer(
     how long it takes."""
     root, _one, _err = tiny_calibration
     proc = rssprobe("estimate", "tiny", "--params", "7B", "--ranks-per-node", "8", "--accelerator", "cpu",
-                    *STEADY_GLIBC, "--format", "json", env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
+                    "--calibration-ranks", "1", *STEADY_GLIBC, "--format", "json",
+                    env={"RSSPROBE_ESTIMATE": str(root)}, check=True)
     assert "calibrating" not in proc.stderr
     got = json.loads(proc.stdout)
     assert got["far"] and got["target"]["params"] > 6.9e9

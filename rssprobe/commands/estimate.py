@@ -56,7 +56,8 @@ from . import common_args
 @common_args.repeat_option(None, "per calibration size; default 3 under glibc's own mmap threshold, whose retention "
                            "makes identical runs differ, 1 with it fixed")
 @click.option("--calibration-ranks", type=click.IntRange(1),
-              help="Ranks of each calibration run (default 1; 2 for ZeRO-3 over several ranks: its gathers).")
+              help="Ranks of each calibration run (default 2 for a target of several ranks per node: a process among "
+                   "several has costs of its own, and ZeRO-3 its gathers; 1 for one).")
 @click.option("--calibration-steps", type=click.IntRange(2),
               help=f"Steps of each calibration run (default {estimate.CALIBRATION_STEPS}; a target of fewer steps is "
                    "estimated from the first ones).")
