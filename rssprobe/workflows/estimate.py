@@ -469,9 +469,9 @@ def run(req: Request) -> dict[str, Any]:
     rows = provision.phases(out["node"], ram)
     prov = provision.provision(rows)
     fixes = provision.changes(target, cal, ram)
-    what = (f"{scen.name} ({shape.params / 1e9:,.2f} B params)" if shape.params >= 1e8 else
-            f"{scen.name} ({shape.params / 1e6:,.1f} M params)") + \
-        f" at ZeRO-{zero.stage} on {ranks} {'GPUs' if q.accelerator == 'cuda' else 'CPU ranks'} per node"
+    unit = ("GPU" if q.accelerator == "cuda" else "CPU rank") + ("s" if ranks != 1 else "")
+    what = (f"{scen.name} ({shape.params / 1e9:,.2f} B params)" if shape.params >= 1e9 else
+            f"{scen.name} ({shape.params / 1e6:,.1f} M params)") + f" at ZeRO-{zero.stage} on {ranks} {unit} per node"
     lock = provision.lock_check(out["rank"]["pinned_requested_bytes"],
                                 memlimits.lock_limit() if q.for_this_machine else None)
     formula = dsformula.formula(shape.params, ranks, req.nodes, zero.stage, zero.offload_param)
