@@ -360,6 +360,16 @@ def test_several_ranks_from_a_one_rank_calibration_say_how_to_calibrate_them(h20
     assert workflow_estimate.ranks_note(3, 2, 12, fixed) == []
 
 
+def test_a_target_a_few_times_beyond_its_calibration_says_it_may_be_low(h200: Calibration) -> None:
+    """Under glibc's own threshold (the H200 sweep) a target more than NEAR times the largest calibrated size gets
+    the note (held out: 4x beyond, 7% low); at NEAR or below, or with the threshold fixed, none."""
+    note = workflow_estimate.beyond_note(4.0, h200)
+    assert note is not None and note.startswith("the target is 4.0x the largest calibrated size") and "7% low" in note
+    assert workflow_estimate.beyond_note(estimate.NEAR, h200) is None
+    fixed = Calibration(**{**vars(h200), "malloc_env": {"MALLOC_MMAP_THRESHOLD_": "65536"}})
+    assert workflow_estimate.beyond_note(4.0, fixed) is None
+
+
 def test_a_damaged_calibration_or_a_knob_its_torch_lacks_is_one_line(recorded: Path, tmp_path: Path) -> None:
     """A scale directory whose index is not JSON; a packed calibration that is not one, or lost a field; a CUDA
     calibration given for a CPU target; torch 2.11 (the H200's) asked for a key first in 2.13: each refused

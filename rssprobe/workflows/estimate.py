@@ -380,6 +380,14 @@ def ranks_note(stage: int, world: int, steps: int, cal: calib.Calibration) -> li
             f"own mmap threshold, reports/estimate.md); {how}"]
 
 
+def beyond_note(extrapolation: float, cal: calib.Calibration) -> str | None:
+    """A target beyond NEAR times the largest calibrated size, under glibc's own mmap threshold: low (not far)."""
+    if extrapolation <= arithmetic.NEAR or not cal.glibc_dynamic:
+        return None
+    return (f"the target is {extrapolation:,.1f}x the largest calibrated size: under glibc's own mmap threshold a "
+            "held-out target 4x beyond was 7% low, 1.5% calibrated near it (reports/estimate.md)")
+
+
 def _nearer(req: Request, q: Question, plan: Plan | None, cal: calib.Calibration, params: int) -> str:
     """How to calibrate nearer a target far beyond the calibration: the command and about how long."""
     here = q.accelerator == "cpu"
@@ -464,6 +472,8 @@ def run(req: Request) -> dict[str, Any]:
         notes.append((f"the target is {out['extrapolation']:,.0f}x the largest calibrated size; " if out["far"]
                       else "") + ("intervals wider than their figure are not given; " if out["node"]["wide"] else "")
                      + _nearer(req, q, plan, cal, shape.params))
+    elif beyond := beyond_note(out["extrapolation"], cal):
+        notes.append(f"{beyond}; {_nearer(req, q, plan, cal, shape.params)}")
     ram, ram_from = (req.node_ram, "--node-ram") if req.node_ram is not None else \
         memlimits.node_ram() if q.for_this_machine else (None, None)
     rows = provision.phases(out["node"], ram)
