@@ -169,21 +169,24 @@ def part_key(label: str) -> str | None:
     return contract.PART_KEYS.get(label)
 
 
-def known(scenario: Scenario) -> list[str]:
-    """Every figure name a run of this scenario can have, known before any run (to check a --metric)."""
+def known(scenario: Scenario | None) -> list[str]:
+    """Every figure name a run of this scenario can have, known before any run (to check a --metric); for None (a
+    stored scenario that no longer validates) those of any scenario, without its own code sites and events."""
+    stage = None if scenario is None else scenario.zero.stage
     names = [f"{p}.{f}" for p in POINTS for f in ("rss", "peak", "glibc_in_use", "glibc_free")] + ["peak"]
     names += [f"budget.{b}" for b in BUDGET]
-    names += [f"role.{name}" for name in contract.role_names(scenario.zero.stage)] + ["role.other"]
+    names += [f"role.{name}" for name in contract.role_names(stage)] + ["role.other"]
     names += list(contract.PART_KEYS.values())
-    if scenario.zero.stage == 3:
+    if stage in (3, None):
         names += ["zero3.gathered_after_backward", "zero3.gathered_after_step"]
-    if scenario.world_size > 1:
+    if scenario is None or scenario.world_size > 1:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
-    names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
-              for phase in SITE_PHASES for kind in ("retained", "peak")]
+    if scenario is not None:
+        names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
+                  for phase in SITE_PHASES for kind in ("retained", "peak")]
     names += ["growth.per_step", "growth.anon_per_step"]
     for name in scenario_mod.EVENTS:
-        if getattr(scenario, name, None) is not None:
+        if scenario is not None and getattr(scenario, name, None) is not None:
             names += [f"event.{name}.retained", f"event.{name}.anon_retained", f"event.{name}.peak"]
     names += list(PINNED)
     registered(dict.fromkeys(names, 0.0))
@@ -192,10 +195,10 @@ def known(scenario: Scenario) -> list[str]:
 
 def check(flag: str, pattern: str, scenario: Scenario | None, measured: Iterable[str] = ()) -> None:
     """UserError (one line, the close names) unless `pattern` (a name or a glob) names a figure a run of the
-    scenario can have (None: a stored scenario that no longer validates, none), or one of `measured` (the figures
-    stored runs have). THE check of a figure's name: gate (--run, stored sides, --limits), diff, two sweeps and
-    bisect all refuse a misspelt one the same way."""
-    names = list(dict.fromkeys([*measured, *(known(scenario) if scenario is not None else [])]))
+    scenario can have (None: a stored scenario that no longer validates: any scenario's, without sites and events),
+    or one of `measured` (the figures stored runs have). THE check of a figure's name: gate (--run, stored sides,
+    --limits), diff, two sweeps and bisect all refuse a misspelt one the same way."""
+    names = list(dict.fromkeys([*measured, *known(scenario)]))
     if any(fnmatch.fnmatchcase(n, pattern) for n in names):
         return
     close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)
