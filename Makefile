@@ -54,8 +54,8 @@ test: install
 	$(BIN)/ruff check rssprobe tests tools
 	$(BIN)/pytest -q -m "not slow"
 
-# The end-to-end checks of minutes each (checkpoint loads, scripts as exact as scenarios, every launcher): ~25
-# minutes on 2 cores; run before a release or when touching the script, launcher or load paths
+# The end-to-end checks of minutes each (checkpoint loads, scripts as exact as scenarios, every launcher, a real
+# environment, a sharded matrix, memray's native captures): run before a release or when touching those paths
 test-slow: install
 	$(BIN)/pytest -q -m slow
 

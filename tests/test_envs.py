@@ -134,6 +134,7 @@ def test_a_failed_install_names_the_spec_and_pips_last_lines(tmp_path: Path) -> 
 
 # ---- one real environment (slow) --------------------------------------------------------------
 
+@pytest.mark.slow  # make test-slow: a real environment or campaign, minutes
 @pytest.mark.worker
 def test_a_real_env_for_the_installed_versions_runs_tiny(tmp_path: Path) -> None:
     """SLOW, about 2-4 minutes: builds a real venv with the installed torch (the wheel in /opt/wheels, offline)
@@ -194,6 +195,7 @@ def test_matrix_dry_run_lists_the_product(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--python" in bad.stderr
 
 
+@pytest.mark.slow  # make test-slow: a real environment or campaign, minutes
 @pytest.mark.worker
 def test_a_real_two_cell_matrix_finishes_and_resumes(tmp_path: Path) -> None:
     """Two real tiny runs (baseline and pr8132, 2 steps each); the rerun runs nothing."""

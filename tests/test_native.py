@@ -9,7 +9,7 @@ import pytest
 
 from .conftest import rssprobe, summary
 
-pytestmark = [pytest.mark.worker,
+pytestmark = [pytest.mark.worker, pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("memray") is None, reason="memray is not installed")]
 
 

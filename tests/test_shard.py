@@ -209,6 +209,7 @@ def test_a_sharded_scale_sweep_merged_fits_as_the_whole(tmp_path: Path) -> None:
     assert not merged["problems"] and not merged["other_shards"]
 
 
+@pytest.mark.slow  # make test-slow: a real environment or campaign, minutes
 @pytest.mark.worker
 def test_a_real_two_cell_matrix_in_two_shards_merges(tmp_path: Path) -> None:
     """Two real tiny runs (baseline and pr8132, 2 steps each), one per shard, on this machine one after the
