@@ -368,7 +368,7 @@ def _terms(cal: calib.Calibration, rule: Rule, req: Request, q: Question, info: 
 
 def ranks_note(stage: int, world: int, steps: int, cal: calib.Calibration) -> list[str]:
     """Several ranks from a one-rank calibration (a packaged one, or --calibration-ranks 1): what a process among
-    several holds of its own, and ZeRO-3's gathers, are not in it (reports/estimate.md: 7-9% low on CPU runs under
+    several holds of its own, and ZeRO-3's gathers, are not in it (reports/estimate.md: 8-9% low on CPU runs under
     glibc's own mmap threshold, within 1.5% calibrated at 2 ranks)."""
     if world < 2 or cal.ranks > 1 or not cal.glibc_dynamic:  # with the threshold fixed: within 3% (issue 24)
         return []
@@ -376,7 +376,7 @@ def ranks_note(stage: int, world: int, steps: int, cal: calib.Calibration) -> li
         "a 2-rank sweep on a GPU would measure them (rssprobe scale ... --world-size 2)"
     what = "the ranks' gathers and each process's own costs among several" if stage == 3 else \
         "each process's own costs among several"
-    return [f"{world} ranks from a 1-rank calibration: {what} are not calibrated (7-9% low on CPU runs under glibc's "
+    return [f"{world} ranks from a 1-rank calibration: {what} are not calibrated (8-9% low on CPU runs under glibc's "
             f"own mmap threshold, reports/estimate.md); {how}"]
 
 
