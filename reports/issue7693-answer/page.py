@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from answer import ROOT, collect, run_dirs  # type: ignore[import-not-found]
+from runsets import ROOT, collect, run_dirs  # type: ignore[import-not-found]
 
 from rssprobe.analysis import fit, fixes
 from rssprobe.analysis.summary import Summary
