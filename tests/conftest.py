@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,16 @@ def tiny_two_ranks(runs_dir: Path) -> Path:
     out = runs_dir / "two-ranks"
     rssprobe("run", "tiny", "--world-size", "2", "--out", str(out), *STEADY_GLIBC, check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded demo runs (baseline/ and patched/, 3 runs each: reports/readme/runs.tar.gz), extracted once; the
+    tests that render the answer read them, none trains."""
+    root = tmp_path_factory.mktemp("demo")
+    with tarfile.open(Path(__file__).resolve().parent.parent / "reports" / "readme" / "runs.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root
 
 
 @pytest.fixture(scope="session")

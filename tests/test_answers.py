@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,12 @@ from rssprobe.analysis import answers
 
 from .conftest import rssprobe
 
-DEMO_RUNS = Path(__file__).resolve().parent.parent / "reports" / "readme" / "runs.tar.gz"
 TRIM = "budget.rss_after_trim_above_baseline"
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DEMO_RUNS) as tar:
-        tar.extractall(root, filter="data")
-    return root
+def demo(demo_runs: Path) -> Path:
+    return demo_runs
 
 
 @pytest.fixture(scope="module")

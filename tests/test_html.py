@@ -8,14 +8,12 @@ import json
 import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from .conftest import rssprobe
 
-DEMO_RUNS = Path(__file__).resolve().parent.parent / "reports" / "readme" / "runs.tar.gz"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH, HEIGHT = 1280, 800  # a laptop's first screen
 # what the page is asked once loaded: where the answer sits, and whether every image decoded
@@ -53,11 +51,9 @@ def browse(page: Path, tmp: Path) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+def report(tmp_path_factory: pytest.TempPathFactory, demo_runs: Path) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("report")
-    with tarfile.open(DEMO_RUNS) as tar:
-        tar.extractall(root, filter="data")
-    a, b = str(root / "baseline"), str(root / "patched")
+    a, b = str(demo_runs / "baseline"), str(demo_runs / "patched")
     rssprobe("report", a, b, "--out", str(root / "out"), check=True)
     answer = json.loads(rssprobe("diff", a, b, "--format", "json", check=True).stdout)["answer"]
     return root / "out" / "report.html", answer

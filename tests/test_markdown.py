@@ -8,7 +8,6 @@ The comparison is the demo's real one (reports/readme/runs.tar.gz: the default s
 from __future__ import annotations
 
 import json
-import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,8 +19,6 @@ from rssprobe.reporters import markdown
 from rssprobe.reporters.table import Table
 
 from .conftest import rssprobe
-
-DEMO_RUNS = Path(__file__).resolve().parent.parent / "reports" / "readme" / "runs.tar.gz"
 
 
 def gfm(text: str) -> ET.Element:
@@ -35,11 +32,8 @@ def text(el: ET.Element) -> str:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("demo")
-    with tarfile.open(DEMO_RUNS) as tar:
-        tar.extractall(root, filter="data")
-    return root
+def demo(demo_runs: Path) -> Path:
+    return demo_runs
 
 
 @pytest.mark.parametrize("plain", [
