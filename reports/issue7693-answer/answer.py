@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from page import write_page  # type: ignore[import-not-found]  # beside this file
-from runsets import HERE, ROOT, collect, extract, options, slug  # type: ignore[import-not-found]
+from runsets import HERE, ROOT, collect, options, slug  # type: ignore[import-not-found]
 
 
 def main(argv: list[str]) -> int:
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
             print(text)
         return 0
     with tempfile.TemporaryDirectory(prefix="issue7693-answer-") as tmp:
-        write_page(args, Path(tmp), extract)
+        write_page(args, Path(tmp))
     return 0
 
 

@@ -11,12 +11,11 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runsets import ROOT, collect, run_dirs  # type: ignore[import-not-found]
+from runsets import ROOT, collect, extract, run_dirs  # type: ignore[import-not-found]
 
 from rssprobe.analysis import fit, fixes
 from rssprobe.analysis.summary import Summary
@@ -82,7 +81,7 @@ def releases(root: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: tuple(int(x) for x in r["deepspeed"].split(".")))
 
 
-def write_page(args: Any, tmp: Path, extract: Callable[[Path, Path], Path]) -> None:
+def write_page(args: Any, tmp: Path) -> None:
     h200 = extract(H200_RUNS, tmp / "h200") / "runs0"
     pinned = extract(PINNED_RUNS, tmp / "pinned")
     runs = args.runs or extract(ANSWER_RUNS, tmp / "answer")
