@@ -35,6 +35,13 @@ HELD = {"anon": (40, memmap.ANON_OTHER), "stack": (24, memmap.STACKS), "malloc":
 # and every other part must move by less than 1 MiB (10x the A/A spread).
 REL = 0.02
 OTHERS_MIB = 1.0
+# One part may fall by more: the held 4 KiB mallocs are served first from free chunks the arena already holds
+# resident (glibc takes a fitting free chunk before it extends the heap), so 'glibc free, resident' falls by
+# what they reuse. Measured: -2.07, -2.20 and -2.30 MiB in three full-suite runs, under 1 MiB when the module ran
+# alone (how many free chunks a run's init leaves varies between runs; why it differs with load is not
+# established). Bound: 4 MiB, about twice the largest fall seen; a held malloc misfiled as free would instead
+# raise the part by up to 32 MiB.
+REUSED_MIB = 4.0
 # The parts are exact page counts (smaps, pagemap); the RSS counter they are checked against (statm) is
 # batched per CPU in the kernel, up to 64 pages per CPU: 512 KiB on these 2 CPUs, at each of the two
 # points a difference is taken between.
@@ -224,6 +231,8 @@ def test_each_held_kind_lands_in_its_own_part(held_run: dict[str, Any], base: di
         moved = got.get(name, 0) - ref.get(name, 0)
         if name in expected:
             assert moved == pytest.approx(expected[name], rel=REL), name
+        elif name == memmap.GLIBC_FREE:
+            assert -REUSED_MIB < moved < OTHERS_MIB, f"{name} moved {moved:.2f} MiB"
         else:
             assert abs(moved) < OTHERS_MIB, f"{name} moved {moved:.2f} MiB"
 
