@@ -50,9 +50,10 @@ demo: install
 	@echo "Next: rssprobe show $(DEMO)/baseline/run-01 (who owns every byte), rssprobe run llama-small (a real"
 	@echo "architecture), rssprobe estimate --model llama-2-7b --gpus-per-node 8 (size a node); README."
 
+# Both cores: test files run in two processes (pytest-xdist; a file's tests and its shared runs stay together)
 test: install
 	$(BIN)/ruff check rssprobe tests tools
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -m "not slow" -n 2 --dist loadfile
 
 # The end-to-end checks of minutes each (checkpoint loads, scripts as exact as scenarios, every launcher, a real
 # environment, a sharded matrix, memray's native captures): run before a release or when touching those paths
@@ -64,7 +65,7 @@ test-slow: install
 # a test that trains carries @pytest.mark.worker, and one that trains without it fails (tests/conftest.py)
 test-fast: install
 	$(BIN)/ruff check rssprobe tests tools
-	$(BIN)/pytest -q -m "not worker"
+	$(BIN)/pytest -q -m "not worker" -n 2 --dist loadfile
 
 # On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
 gpu-check:

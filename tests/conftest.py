@@ -1,4 +1,5 @@
-"""Shared helpers: run the real CLI in a subprocess, and share tiny real runs across tests.
+"""Shared helpers: run the real CLI (in a fresh process, or in this one for commands that only read files),
+and share tiny real runs across tests.
 
 Every run here is a real DeepSpeed ZeRO-2 CPU-offload training in a fresh process; the
 compiled ops are cached under the user's cache dir (RSSPROBE_CACHE), so only the first
@@ -25,31 +26,95 @@ import pytest
 STEADY_GLIBC = ["--malloc-env", "MALLOC_MMAP_THRESHOLD_=65536"]
 
 
-def rssprobe(*args: str, cwd: Path | None = None, check: bool = False,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "rssprobe", *args], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, timeout=900)
+# Commands that only read and write files run inside the test's own process (click's CliRunner): a fresh
+# interpreter costs ~1.8 s of imports per call (pandas, matplotlib), and the suite makes hundreds of such calls.
+# Commands that launch training, build environments or take signals run as `python -m rssprobe`, as a user's do.
+IN_PROCESS = frozenset({"show", "diff", "report", "merge", "patches", "gate", "estimate"})
+LAUNCHING_FLAGS = frozenset({"--run", "--calibrate"})  # gate --run and estimate --calibrate start training runs
+
+
+def rssprobe(*args: str, cwd: Path | None = None, check: bool = False, env: dict[str, str] | None = None,
+             fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """The CLI's exit code, stdout and stderr. fresh: in a new interpreter even when the command could run in
+    this one (a test of what only a fresh process shows: its imports, its exit under a signal)."""
+    in_process = not fresh and bool(args) and args[0] in IN_PROCESS and not LAUNCHING_FLAGS & set(args)
+    if in_process:
+        proc = _in_process(list(args), cwd, {"COLUMNS": "200", **(env or {})})
+    else:
+        proc = subprocess.run([sys.executable, "-m", "rssprobe", *args], capture_output=True, text=True,
+                              cwd=cwd, env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"rssprobe {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def _in_process(args: list[str], cwd: Path | None, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """As `python -m rssprobe ARGS` would answer: sys.argv, the working directory, the environment and SIGTERM's
+    handler are this call's and restored after; an uncaught exception is a traceback on stderr and exit code 1;
+    warnings a fresh interpreter would print (not deprecations) are on stderr too."""
+    import signal
+    import traceback
+    import warnings
+
+    from click.testing import CliRunner
+
+    import rssprobe as main_module
+    from rssprobe.cli import main
+
+    saved = sys.argv, os.getcwd(), signal.getsignal(signal.SIGTERM)
+    sys.argv = [str(Path(main_module.__file__).with_name("__main__.py")), *args]
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            for quiet in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", quiet)
+            result = CliRunner().invoke(main, args, env=env, catch_exceptions=True, prog_name="rssprobe")
+    finally:
+        sys.argv = saved[0]
+        os.chdir(saved[1])
+        signal.signal(signal.SIGTERM, saved[2])
+    stderr = result.stderr + "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                                     for w in caught)
+    code = result.exit_code
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))  # type: ignore[misc]
+        code = 1
+    return subprocess.CompletedProcess([sys.executable, "-m", "rssprobe", *args], code, result.stdout, stderr)
 
 
 def summary(run_dir: Path) -> dict[str, Any]:
     return json.loads(rssprobe("show", str(run_dir), "--format", "json", check=True).stdout)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_shm_buffer_left_behind() -> Any:
+_SHM_BEFORE = pytest.StashKey[set]()  # DeepSpeed's /dev/shm buffers before the session
+
+
+def _controller(config: pytest.Config) -> bool:
+    """The pytest process that starts and ends the whole session: the only one, or pytest-xdist's controller."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _controller(session.config):
+        from rssprobe.run import host
+
+        session.config.stash[_SHM_BEFORE] = set(host.SHM_DIR.glob(host.DEEPSPEED_SHM)) if host.SHM_DIR.is_dir() \
+            else set()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
     """Runs whose orchestrator a test kills, or that a test launches with torchrun itself, end with nobody to
     remove DeepSpeed's /dev/shm buffers (66 MiB of RAM each, until reboot; the orchestrator removes its own
-    runs'): at the end the session removes those it made that no process maps any more."""
-    from rssprobe.run import host
+    runs'): at the end the session removes those it made that no process maps any more. Only where the whole
+    session ends (with pytest-xdist, after every worker): a worker ending early must not take the buffer of a
+    run another worker is still making."""
+    if _controller(session.config) and _SHM_BEFORE in session.config.stash:
+        from rssprobe.run import host
 
-    before = set(host.SHM_DIR.glob(host.DEEPSPEED_SHM)) if host.SHM_DIR.is_dir() else set()
-    yield
-    for path in set(host.unmapped_deepspeed_shm()) - before:
-        path.unlink(missing_ok=True)
+        for path in set(host.unmapped_deepspeed_shm()) - session.config.stash[_SHM_BEFORE]:
+            path.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -175,6 +175,7 @@ class Worker:
         def compiling(op: str) -> None:
             self.events.emit("compiling", op=op)
 
+        training.ask_cpuinfo_once()
         training.init_distributed(compiling)
         training.load_cpu_adam(compiling)
         if self.pins_natively():

@@ -6,6 +6,8 @@ the process-start probe is taken before either is loaded.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,25 @@ def pick_accelerator() -> str:
 def ops_cached(op_name: str) -> bool:
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
     return root.is_dir() and any((root / op_name).glob("*.so"))
+
+
+def ask_cpuinfo_once() -> None:
+    """DeepSpeed's CPU op builder asks py-cpuinfo for the CPU's flags at every op load (3 times a run), and
+    py-cpuinfo answers each time from a new Python process (~1.3 s here): the process keeps its first answer, a
+    copy for each caller (the CPU does not change under a run). Time only: no op, buffer or figure changes."""
+    try:
+        import cpuinfo
+    except ImportError:
+        return  # a DeepSpeed without py-cpuinfo reads lscpu instead
+    if getattr(cpuinfo.get_cpu_info, "rssprobe_once", False):
+        return
+    first = functools.cache(cpuinfo.get_cpu_info)
+
+    def get_cpu_info() -> dict[str, Any]:
+        return copy.deepcopy(first())
+
+    get_cpu_info.rssprobe_once = True  # type: ignore[attr-defined]
+    cpuinfo.get_cpu_info = get_cpu_info
 
 
 def init_distributed(on_compile: Callable[[str], None]) -> None:
