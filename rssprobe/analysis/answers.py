@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import contract, verdicts
+from ..contract.status import Status
 from . import metrics
 
 MiB = 2**20
@@ -199,7 +200,7 @@ def _rest(budget: dict[str, Any] | None) -> list[str]:
 def run(s: dict[str, Any]) -> list[str]:
     """show RUN: how much host memory does this run hold, and who owns it? (Summary.as_dict() without 'answer')."""
     m = s.get("metrics") or {}
-    if s.get("status") != "ok":
+    if s.get("status") != Status.OK:
         why = f" ({s['error']})" if s.get("error") else ""
         first = (f"This run did not finish: {s.get('status')}{why}; its figures cover what was measured before it "
                  "stopped.")
@@ -242,7 +243,7 @@ def pinned_sentence(m: dict[str, float]) -> str | None:
 def group(data: dict[str, Any]) -> list[str]:
     """show GROUP: the same question over repeats: each figure as mean ± sd of the finished runs."""
     runs = data["runs"]
-    ok = [s for s in runs if s["status"] == "ok"]
+    ok = [s for s in runs if s["status"] == Status.OK]
     rows = {r["figure"]: r for r in data.get("across", [])}
 
     def fig(name: str, words_: str) -> str | None:
@@ -345,7 +346,7 @@ def limits(data: dict[str, Any]) -> list[str]:
 def campaign(kind: str, data: dict[str, Any]) -> list[str]:
     """show MATRIX|PLAN: in how many configurations does the patch change the gated figure, and by how much."""
     cells = data["cells"]
-    done = [c for c in cells if c["status"] == "done"]
+    done = [c for c in cells if c["status"] == Status.DONE]
     head = f"The {kind} has {len(cells)} cells, {len(done)} done" + (
         f", {len(data['failed'])} failed" if data.get("failed") else "")
     effects = [(c, c["effects"][m]) for c in done for m in ("budget.rss_after_trim_above_baseline",)

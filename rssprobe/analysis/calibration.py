@@ -27,6 +27,7 @@ from typing import Any
 from ..config import modelshape
 from ..config.modelshape import Shape
 from ..contract import PIN_REGISTER, parse
+from ..contract.status import Status
 from ..errors import UserError
 from ..store import reader
 from . import partition, pinned
@@ -134,7 +135,7 @@ class Calibration:
 def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
     """A run's point (its rank 0's figures), or why it cannot be one."""
     m = s.manifest
-    if s.status != "ok":
+    if s.status != Status.OK:
         return f"{s.status} ({s.error})"
     scen = m.get("scenario") or {}
     model = (s.by_kind.get("model") or [{}])[0]

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from .. import verdicts
 from ..config import script
 from ..config.scenario import Scenario
+from ..contract.status import Status
 from ..errors import UserError
 from ..store.judgement import DAMAGED, MISSING
 from ..store.rundir import GroupDir, RunDir, resolve_entry, resolve_runs
@@ -45,11 +46,11 @@ class Side:
 
     @property
     def ok(self) -> list[dict[str, Any]]:
-        return [s for s in self.summaries if s["status"] == "ok"]
+        return [s for s in self.summaries if s["status"] == Status.OK]
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [s for s in self.summaries if s["status"] != "ok"]
+        return [s for s in self.summaries if s["status"] != Status.OK]
 
     def samples(self, metric: str) -> list[float]:
         return [s["metrics"][metric] for s in self.ok if metric in s["metrics"]]

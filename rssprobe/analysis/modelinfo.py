@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract.status import Status
+
 
 def _of(value: Any, kind: type | tuple[type, ...], default: Any = None) -> Any:
     """`value` if it has the type the readers expect (a damaged event's field is shown as unknown, never raised)."""
@@ -36,7 +38,7 @@ def script(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any]) -
     declared = _of(_of(manifest.get("scenario"), dict, {}).get("script"), dict)
     if not declared:
         return None
-    end = next((e for e in by_kind.get("end", []) if e.get("status") == "ok"), {})
+    end = next((e for e in by_kind.get("end", []) if e.get("status") == Status.OK), {})
     return {"path": _of(declared.get("path"), str, "?"), "sha256": _of(declared.get("sha256"), str),
             "args": [a for a in _of(declared.get("args"), list, []) if isinstance(a, str)],
             "stop_after": _of(declared.get("stop_after"), int),

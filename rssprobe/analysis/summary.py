@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import contract
 from ..contract import NATIVE, glibc_in_use, partitioned_roles
+from ..contract.status import Status
 from ..errors import UserError
 from ..store import judgement
 from ..store.judgement import DAMAGED, INCOMPLETE, MISSING, Events
@@ -388,7 +389,7 @@ class Summary:
         m = self.manifest
         return {
             "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": self.status,
-            "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == "ok" else None,
+            "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == Status.OK else None,
             "scenario": m.get("scenario", {}).get("name"), "zero": self.zero(),
             "zero3_gathered": self.zero3_gathered(),
             "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps")
@@ -543,7 +544,7 @@ def summarise(run: RunDir) -> dict[str, Any]:
 
 def across(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A group's headline figures and parts of RSS across its finished repeats: mean, sd, min, max."""
-    ok = [s for s in summaries if s["status"] == "ok"]
+    ok = [s for s in summaries if s["status"] == Status.OK]
     parts = sorted({m for s in ok for m in s["metrics"] if m.startswith("part.")},
                    key=lambda m: -max(abs(s["metrics"].get(m, 0)) for s in ok))
     rows = []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import verdicts
+from ..contract.status import Status
 from ..errors import UserError
 from ..store import campaign
 from ..store.layout import SCALE_INDEX
@@ -77,7 +78,7 @@ class Sweep:
                     sweep.problems.append(f"{group.name}/{run.id}: unreadable ({e}); kept out of the fit")
                     continue
                 status = summary.status
-                if status == "ok" and summary.params:
+                if status == Status.OK and summary.params:
                     sweep.points.append((summary.params, summary.metrics()))
                     ok += 1
                 else:

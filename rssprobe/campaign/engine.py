@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..contract.status import Status
 from ..errors import UserError
 from ..run import group as run_groups
 from ..run.launch import RunRequest
@@ -81,8 +82,9 @@ def normal(definition: dict[str, Any]) -> Any:
 
 def group_status(statuses: list[str]) -> str:
     """A group's word in an index: done (every run ok), interrupted, or failed."""
-    return "interrupted" if "interrupted" in statuses else "done" if statuses and set(statuses) == {"ok"} \
-        else "failed"
+    if Status.INTERRUPTED in statuses:
+        return Status.INTERRUPTED
+    return Status.DONE if statuses and set(statuses) == {Status.OK} else Status.FAILED
 
 
 @dataclass
@@ -96,7 +98,7 @@ class Ensured:
 
     @property
     def status(self) -> str:
-        return "interrupted" if self.interrupted else group_status(self.statuses)
+        return Status.INTERRUPTED if self.interrupted else group_status(self.statuses)
 
 
 # runs one group into its (absent) directory; returns the runs' statuses
@@ -175,10 +177,10 @@ class Campaign:
             state.pop("shard", None)
             if self.shard is not None:
                 state["shard"] = self.shard.owner(place, total or len(fresh))
-                if state.get("status") in (None, "pending", OTHER_SHARD) and state["shard"] != self.shard.k:
+                if state.get("status") in (None, Status.PENDING, OTHER_SHARD) and state["shard"] != self.shard.k:
                     state["status"] = OTHER_SHARD
             elif state.get("status") == OTHER_SHARD:
-                state["status"] = "pending"
+                state["status"] = Status.PENDING
             entries.append(state)
         self.index[name] = entries
 
@@ -203,13 +205,13 @@ class Campaign:
         group = self.directory / key
         if finished(group, repeat):
             statuses = GroupDir(group).statuses()
-            if not (retry_failed and set(statuses) != {"ok"}):
+            if not (retry_failed and set(statuses) != {Status.OK}):
                 return Ensured(key, statuses, reused=True)
         if group.exists():
             shutil.rmtree(group)  # an unfinished group proves nothing: run it whole again
         ran = run(group)
         judged = GroupDir(group).statuses() if GroupDir.is_group(group) else list(ran)
-        return Ensured(key, judged, reused=False, interrupted="interrupted" in ran or "interrupted" in judged)
+        return Ensured(key, judged, reused=False, interrupted=Status.INTERRUPTED in ran or Status.INTERRUPTED in judged)
 
 
 def run_group(req: RunRequest, repeat: int) -> list[str]:

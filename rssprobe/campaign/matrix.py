@@ -26,6 +26,7 @@ from ..analysis.compare import Side
 from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
+from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..run import envs, host, launch, preflight
@@ -117,7 +118,7 @@ def rows(directory: Path, entries: list[dict[str, Any]], config: Callable[[dict[
 
 def not_done(cells_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cells of this directory that did not finish (another shard's are not this directory's to run)."""
-    return [c for c in cells_data if c["status"] not in ("done", OTHER_SHARD)]
+    return [c for c in cells_data if c["status"] not in (Status.DONE, OTHER_SHARD)]
 
 
 def table(directory: Path) -> dict[str, Any]:
@@ -223,7 +224,7 @@ def run(m: MatrixRequest) -> Outcome:
     if m.malloc_env:
         say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.malloc_env.items())
             + " (--malloc-env overrides)")
-    c.set_entries([{"id": cell.id, **asdict(cell), "status": "pending"} for cell in all_cells])
+    c.set_entries([{"id": cell.id, **asdict(cell), "status": Status.PENDING} for cell in all_cells])
     c.index["command"] = list(sys.argv)
     c.save()
     interrupted = _run_cells(m, all_cells, c, scen, sets, specs, worker_python)
@@ -250,22 +251,22 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
             req = launch.RunRequest(scenario=scen, scenario_ref=m.scenario_ref, label=cell.patch,
                                     patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
                                     out=group_dir, python=worker, command=argv)
-            c.update(cell.id, status="running", env=env_name, python=worker, group=str(group_dir), error=None)
+            c.update(cell.id, status=Status.RUNNING, env=env_name, python=worker, group=str(group_dir), error=None)
             return engine.run_group(req, m.repeat)
 
         try:
             got = c.ensure(cell.id, m.repeat, run_cell, m.retry_failed)
         except UserError as e:
             say(f"cell {cell.id} failed: {e}")
-            c.update(cell.id, status="failed", error=str(e))
+            c.update(cell.id, status=Status.FAILED, error=str(e))
             continue
         if got.reused:
             skipped += 1
             c.update(cell.id, status=got.status, statuses=got.statuses)
             continue
         c.update(cell.id, status=got.status, statuses=got.statuses,
-                 error=None if got.status == "done" else f"runs ended {', '.join(got.statuses) or 'before a run'}")
-        if got.status == "interrupted":
+                 error=None if got.status == Status.DONE else f"runs ended {', '.join(got.statuses) or 'before a run'}")
+        if got.status == Status.INTERRUPTED:
             return True
     bar.show(len(all_cells), "finished" + (f" ({skipped} finished cells skipped)" if skipped else ""))
     return False

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
+from ..contract.status import Status
 from ..errors import UserError
 from ..store import campaign as index_file
 from ..store import claim, layout, outputs, reader
@@ -50,7 +51,7 @@ def _digest(root: Path) -> dict[str, str]:
 def _holds(c: Campaign, entry: dict[str, Any]) -> bool:
     """Whether this shard ran the entry's group (a finished or failed group, not another shard's)."""
     group = c.directory / index_file.entry_dir(c.index, entry)
-    return GroupDir.is_group(group) and entry.get("status") not in ("pending", "running", OTHER_SHARD)
+    return GroupDir.is_group(group) and entry.get("status") not in (Status.PENDING, Status.RUNNING, OTHER_SHARD)
 
 
 def _check_out(out: Path, inputs: list[Path]) -> None:
@@ -156,7 +157,7 @@ def merge(inputs: list[Path], out: Path) -> Merged:
             result.taken[key] = str(c.directory)
         else:
             merged = {k: v for k, v in entry.items() if k not in ("shard", "statuses", "error", "group")}
-            merged["status"] = "pending"
+            merged["status"] = Status.PENDING
             result.missing.append(key)
         entries.append(merged)
     index = {k: v for k, v in first.index.items() if k not in ("shard", contract.FORMAT_KEY, "updated")}

@@ -22,6 +22,7 @@ from ..analysis import answers, metrics
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
 from ..contract import EXIT_INTERRUPTED
+from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..run import envs, host, launch, preflight
@@ -92,7 +93,7 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     if dry_run:
         return Outcome("plan-list", _listing(loaded, cells, positions, directory, shard))
     c = Campaign.open(directory, "plan", loaded.definition(), fresh, shard)
-    c.set_entries([{"id": cell.id, **asdict(cell), "status": "pending"} for cell in cells], positions,
+    c.set_entries([{"id": cell.id, **asdict(cell), "status": Status.PENDING} for cell in cells], positions,
                   len(loaded.cells))
     c.index["command"] = list(sys.argv)
     c.save()
@@ -124,14 +125,14 @@ def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str],
             req = launch.RunRequest(scenario=scens[key], scenario_ref=key[0], label=cell.patch,
                                     patches=specs[cell.patch], allocator=cell.allocator_name,
                                     malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv)
-            c.update(cell.id, status="running", env=env_name, python=worker, group=str(group_dir), error=None)
+            c.update(cell.id, status=Status.RUNNING, env=env_name, python=worker, group=str(group_dir), error=None)
             return engine.run_group(req, cell.repeat)
 
         try:
             got = c.ensure(cell.id, cell.repeat, run_cell, retry_failed)
         except UserError as e:
             say(f"cell {cell.id} failed: {e}")
-            c.update(cell.id, status="failed", error=str(e), wall_s=time.monotonic() - started)
+            c.update(cell.id, status=Status.FAILED, error=str(e), wall_s=time.monotonic() - started)
             done += cell.repeat
             continue
         seconds += run_seconds(c.directory / cell.id)
@@ -140,8 +141,8 @@ def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str],
             c.update(cell.id, status=got.status, statuses=got.statuses)
             continue
         c.update(cell.id, status=got.status, statuses=got.statuses, wall_s=time.monotonic() - started,
-                 error=None if got.status == "done" else f"runs ended {', '.join(got.statuses) or 'before a run'}")
-        if got.status == "interrupted":
+                 error=None if got.status == Status.DONE else f"runs ended {', '.join(got.statuses) or 'before a run'}")
+        if got.status == Status.INTERRUPTED:
             return True
     bar.show(total, "finished", seconds)
     return False

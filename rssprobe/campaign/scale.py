@@ -26,6 +26,7 @@ from ..config import scenario
 from ..config.script import args_set
 from ..config.sizes import counts
 from ..contract import EXIT_INTERRUPTED
+from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..run import group as groups
@@ -161,7 +162,7 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
             c.update(key, params=_measured_params(directory / key))
         if got.reused:
             say(f"sweep {directory.name}: {where} already finished, reused")
-        elif got.status == "interrupted":
+        elif got.status == Status.INTERRUPTED:
             return True
     return False
 

@@ -7,7 +7,8 @@ Both sides import it and nothing of each other. It holds
 * the event kinds and their fields, as TypedDicts (and the items of a list field, EVENT_ITEMS): the worker's
   writer refuses an event that does not match its kind (event_problem), the orchestrator's reader leaves out
   and reports a line that does not (a run with such a line is incomplete: store/judgement.py);
-* the manifest and worker.json (Manifest, WorkerSpec), each defined once;
+* the manifest and worker.json (Manifest, WorkerSpec), each defined once, and the status words they and the
+  campaign indexes carry (status.Status);
 * the names both sides share: census roles (data/roles.toml), memory-map parts and their metric keys,
   glibc's in-use formula, the interventions (names, options, counters, sets: their implementations live in
   the worker and register by these names), the environment variables (torch's allocator setting among them,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from ..contract.status import Status
 from . import diffviews, views
 from .plots import Chart, run_name
 from .table import Table
@@ -60,7 +61,7 @@ class Section:
 
     @property
     def ok(self) -> bool:
-        return self.summary.get("status") == "ok"
+        return self.summary.get("status") == Status.OK
 
 
 def patches_line(s: dict[str, Any]) -> str:

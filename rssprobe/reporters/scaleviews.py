@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import verdicts
 from ..analysis.metrics import HEADLINE
+from ..contract.status import Status
 from . import html, plots
 from .table import Table
 
@@ -115,7 +116,7 @@ def report_parts(sweeps: list[Any]) -> tuple[list[html.Section], list[plots.Char
     sections, series = [], []
     for sweep in sweeps:  # analysis.sweep.Sweep
         data = sweep.as_dict()
-        head = {"run": sweep.scale.id, "label": f"size sweep {data.get('label')}", "status": "ok",
+        head = {"run": sweep.scale.id, "label": f"size sweep {data.get('label')}", "status": Status.OK,
                 "scenario": data.get("scenario_name")}
         sections.append(html.Section(head, header_lines(data), [fit_table(data), sizes_table(data)]))
         series.append(plots.SweepSeries(f"{sweep.scale.id} [{data.get('label')}]",

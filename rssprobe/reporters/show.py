@@ -11,6 +11,7 @@ import click
 from .. import verdicts
 from ..analysis import metrics
 from ..analysis.metrics import PATCH_EFFECTS, columns
+from ..contract.status import Status
 from . import diffviews, markdown, scaleviews, views
 from .output import emit
 from .table import Table, bpp
@@ -28,10 +29,10 @@ def run(data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str |
     tables, details = views.run_table_parts(data, all_sites=all_sites or fmt in ("csv", "json"))
     if fmt == "csv":  # the header lines, which carry the status, are not part of CSV
         tables = [status_table([data]), *tables]
-    emit(fmt, data, views.header_lines(data), tables, data["status"] != "ok" or bool(data["never_took_effect"]),
+    emit(fmt, data, views.header_lines(data), tables, data["status"] != Status.OK or bool(data["never_took_effect"]),
          answer=data["answer"], details=details, show_details=show_all,
          details_summary=", ".join(t.title.split(" (")[0] for t in details))
-    if fmt == "terminal" and data["status"] != "ok" and log_tail:
+    if fmt == "terminal" and data["status"] != Status.OK and log_tail:
         click.echo(f"last lines of the worker's output ({data['path']}/worker*.log):\n{log_tail}", err=True)
 
 
@@ -39,7 +40,7 @@ def group(data: dict[str, Any], fmt: str) -> None:
     summaries = data["runs"]
     lines = [f"group {data['group']}: {len(summaries)} runs of {data['scenario']} [{data['label']}]"]
     lines += [views.header_lines(s)[0] for s in summaries]
-    bad = any(s["status"] != "ok" or s["never_took_effect"] for s in summaries)
+    bad = any(s["status"] != Status.OK or s["never_took_effect"] for s in summaries)
     tables = [status_table(summaries)] if fmt == "csv" else []
     emit(fmt, data, lines, [*tables, views.group_table(data)], bad, answer=data["answer"])
 

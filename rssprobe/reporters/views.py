@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.metrics import short_name
+from ..contract.status import Status
 from .inrunviews import inrun_tables
 from .modelviews import model_lines, tensors_note
 from .pinviews import fix_line, pin_memory_line, pinned_table
@@ -16,7 +17,7 @@ __all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tabl
 def header_lines(s: dict[str, Any]) -> list[str]:
     v = s.get("versions") or {}
     status = s["status"]
-    if status != "ok":
+    if status != Status.OK:
         status = f"{status.upper()}: {s.get('error') or ''}".rstrip(": ")
     elif s.get("exit_after_end"):  # e.g. DeepSpeed 0.15.4's rank 0 aborts at exit after its last step
         status = f"ok ({s['exit_after_end']})"
@@ -288,7 +289,7 @@ def group_table(data: dict[str, Any]) -> Table:
     """Headline figures and the parts of RSS across the repeats of a group (analysis.summary.across):
     mean, sd, min, max (finished runs only)."""
     summaries = data["runs"]
-    ok = sum(s["status"] == "ok" for s in summaries)
+    ok = sum(s["status"] == Status.OK for s in summaries)
     t = Table(f"Across repeats (bytes per parameter; {ok} of {len(summaries)} runs finished)",
               ["figure", "mean", "sd", "min", "max"])
     for r in data["across"]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..config import overlay, patchsets, scenario
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
+from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..store.layout import runs_root
@@ -29,7 +30,7 @@ TRIM_AT_END = "probes.trim_at_end=true"
 
 
 def exit_code(status: str) -> int:
-    return {"ok": 0, "interrupted": EXIT_INTERRUPTED}.get(status, 1)
+    return {Status.OK: 0, Status.INTERRUPTED: EXIT_INTERRUPTED}.get(status, 1)
 
 
 def run_one(req: launch.RunRequest, title: str = "") -> launch.RunResult:
@@ -78,7 +79,7 @@ def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | No
                 result = run(dataclasses.replace(req, out=made[j].member(i)),
                              f"{title or f'{req.scenario.name} [{req.label}]'} {i}/{repeat}")
                 statuses[j].append(result.status)
-                if result.status == "interrupted":
+                if result.status == Status.INTERRUPTED:
                     return list(zip(made, statuses, strict=True))
         return list(zip(made, statuses, strict=True))
     finally:

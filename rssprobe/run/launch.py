@@ -25,6 +25,7 @@ from .. import contract
 from ..config import hfconfig, overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
+from ..contract.status import Status
 from ..errors import UserError
 from ..store import claim, judgement, reader
 from ..store.rundir import RunDir
@@ -89,28 +90,28 @@ def _rank_status(events: list[dict[str, Any]], returncode: int | None, timed_out
                  interrupted: bool) -> tuple[str, str | None]:
     kinds = {e["event"]: e for e in events}
     if "usage_error" in kinds:
-        return "failed", kinds["usage_error"]["message"]
+        return Status.FAILED, kinds["usage_error"]["message"]
     if timed_out:  # a string says why (run/deadline.py)
-        return "timeout", timed_out if isinstance(timed_out, str) else \
+        return Status.TIMEOUT, timed_out if isinstance(timed_out, str) else \
             "the worker ran past the scenario's timeout_s and was killed"
     end = kinds.get("end")
-    if interrupted or (end and end.get("status") == "interrupted"):
-        return "interrupted", "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
-    if end and end.get("status") == "ok":
+    if interrupted or (end and end.get("status") == Status.INTERRUPTED):
+        return Status.INTERRUPTED, "interrupted (SIGTERM)" if lifeline.terminated else "interrupted (Ctrl-C)"
+    if end and end.get("status") == Status.OK:
         # judged by the steps it finished and the end event it wrote; an exit status after that (DeepSpeed
         # 0.15.4's rank 0 aborts at exit) is reported beside it (exit_after_end), not taken for a failure
-        return "ok", None
+        return Status.OK, None
     if "error" in kinds:
-        return "failed", kinds["error"]["message"]
-    if end and end.get("status") == "terminated":
-        return "failed", "stopped by SIGTERM (another rank failed, or its launcher ended)"
+        return Status.FAILED, kinds["error"]["message"]
+    if end and end.get("status") == Status.TERMINATED:
+        return Status.FAILED, "stopped by SIGTERM (another rank failed, or its launcher ended)"
     if returncode is None:
-        return "failed", "did not finish (no end event: stopped after another rank failed, died, or still running)"
+        return Status.FAILED, "did not finish (no end event: stopped after another rank failed, died, or still running)"
     if returncode < 0:
         sig = signal.Signals(-returncode).name
         hint = " (SIGKILL: possibly the kernel's OOM killer)" if returncode == -signal.SIGKILL else ""
-        return "failed", f"the worker was killed by {sig}{hint}"
-    return "failed", f"the worker exited with code {returncode} before finishing"
+        return Status.FAILED, f"the worker was killed by {sig}{hint}"
+    return Status.FAILED, f"the worker exited with code {returncode} before finishing"
 
 
 @dataclass
@@ -161,7 +162,7 @@ def prepare(req: RunRequest) -> Prepared:
         overlay=str(overlay_dir) if patch_records else None, memray=req.memray)
     write_json_atomic(run_dir.path / contract.WORKER_SPEC, spec.as_dict())
     run_dir.write_manifest(contract.Manifest(
-        id=run_dir.id, label=req.label, status="prepared", started=now_iso(), scenario_ref=req.scenario_ref,
+        id=run_dir.id, label=req.label, status=Status.PREPARED, started=now_iso(), scenario_ref=req.scenario_ref,
         scenario=spec.scenario, deepspeed_config=spec.deepspeed_config, command=req.command, python=req.python,
         host=host.facts(), allocator=req.allocator, ld_preload=env.get("LD_PRELOAD"), malloc_env=req.malloc_env,
         patches=req.patches, patch_files=patch_records, torch_extensions_dir=env["TORCH_EXTENSIONS_DIR"],
@@ -176,7 +177,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     prepared = req if isinstance(req, Prepared) else prepare(req)
     req, run_dir, env = prepared.req, prepared.run_dir, prepared.env
     # who runs it: a reader can tell a run whose orchestrator was killed (SIGKILL) from one still running
-    run_dir.update_manifest(status="running", started=now_iso(), orchestrator=judgement.identity())
+    run_dir.update_manifest(status=Status.RUNNING, started=now_iso(), orchestrator=judgement.identity())
     timed_out: bool | str = False
     interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
@@ -260,7 +261,7 @@ def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out
     model = next((e for e in every if e["event"] == "model"), {})
     last_effects = next((e["effects"] for e in reversed(events) if "effects" in e), {})
     after_end = None
-    if status == "ok" and returncode not in (0, None):
+    if status == Status.OK and returncode not in (0, None):
         notes = [r["exit_after_end"] for r in ranks.values() if r.get("exit_after_end")]
         after_end = "; ".join(notes) if notes else exited_after_end(returncode, "torchrun")
     manifest = run_dir.update_manifest(
@@ -268,7 +269,7 @@ def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
         world_size=world_size, ranks=ranks,
-        log_tail=_failure_tail(run_dir, ranks) if status != "ok" else None,
+        log_tail=_failure_tail(run_dir, ranks) if status != Status.OK else None,
         **(scriptrun.amend_manifest(run_dir.manifest(), every) or {}))
     if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
         raise UserError(error or "usage error")
@@ -296,7 +297,7 @@ def _final_status(run_dir: RunDir, per_rank: dict[int, list[dict[str, Any]]], wo
         status, error = _rank_status(per_rank.get(0, []), returncode, timed_out, interrupted)
         return status, error, {"0": {"status": status, "error": error,
                                      "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, [])),
-                                     "exit_after_end": exited_after_end(returncode) if status == "ok" else None}}
+                                     "exit_after_end": exited_after_end(returncode) if status == Status.OK else None}}
     log = run_dir.path / contract.WORKER_LOG
     dead = _dead_rank(reader.read_text(log, errors="replace")) if log.exists() else None
     ranks: dict[str, Any] = {}
@@ -306,19 +307,19 @@ def _final_status(run_dir: RunDir, per_rank: dict[int, list[dict[str, Any]]], wo
         code = dead[1] if dead and dead[0] == rank else (0 if returncode == 0 else None)
         status, error = _rank_status(events, code, timed_out, interrupted)
         ranks[str(rank)] = {"status": status, "error": error, "steps_done": sum(e["event"] == "step" for e in events),
-                            "exit_after_end": exited_after_end(code, f"rank {rank}") if status == "ok" else None}
-    if not timed_out and not interrupted and all(r["status"] == "ok" for r in ranks.values()):
-        return "ok", None, ranks  # every rank wrote its end event: torchrun's exit status is noted beside it
-    for status in ("timeout", "interrupted"):
+                            "exit_after_end": exited_after_end(code, f"rank {rank}") if status == Status.OK else None}
+    if not timed_out and not interrupted and all(r["status"] == Status.OK for r in ranks.values()):
+        return Status.OK, None, ranks  # every rank wrote its end event: torchrun's exit status is noted beside it
+    for status in (Status.TIMEOUT, Status.INTERRUPTED):
         if any(r["status"] == status for r in ranks.values()):
             return status, next(r["error"] for r in ranks.values() if r["status"] == status), ranks
-    culprit = str(dead[0]) if dead else next((k for k, r in ranks.items() if r["status"] != "ok"), "0")
-    return "failed", f"rank {culprit} died: {ranks[culprit]['error']}; the other ranks were stopped", ranks
+    culprit = str(dead[0]) if dead else next((k for k, r in ranks.items() if r["status"] != Status.OK), "0")
+    return Status.FAILED, f"rank {culprit} died: {ranks[culprit]['error']}; the other ranks were stopped", ranks
 
 
 def _failure_tail(run_dir: RunDir, ranks: dict[str, Any]) -> str:
     """The failing rank's own log tail (multi-rank), else the worker log's."""
-    failing = [r for r, v in ranks.items() if v["status"] != "ok"]
+    failing = [r for r, v in ranks.items() if v["status"] != Status.OK]
     rank_log = contract.rank_log(int(failing[0])) if failing else None
     if rank_log is not None and (run_dir.path / rank_log).exists():
         return run_dir.log_tail(20, rank_log)
@@ -334,7 +335,7 @@ def finalize(run_dir: RunDir, events: list[dict[str, Any]], rank: int = 0) -> No
     if rank:
         return
     installed = next((e["installed"] for e in events if e["event"] == "sites"), {})
-    native = analyse(run_dir.path, [s for s, status in installed.items() if status == "ok"])
+    native = analyse(run_dir.path, [s for s, status in installed.items() if status == Status.OK])
     if native is not None:
         write_json_atomic(run_dir.path / contract.NATIVE, native)
 

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import events_file
+from ..contract.status import Status
 
 INCOMPLETE = "incomplete"
 MISSING = "missing"  # a group's member that is not there (deleted, or never run)
 DAMAGED = "damaged"  # a run whose manifest or events cannot be read
-CLAIMS_ALL = ("ok",)  # statuses that claim the data is all there
-ENDED = ("ok", "failed", "timeout")  # statuses after which a run needs no rerun
+CLAIMS_ALL = (Status.OK,)  # statuses that claim the data is all there
+ENDED = (Status.OK, Status.FAILED, Status.TIMEOUT)  # statuses after which a run needs no rerun
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 SHOWN_GAPS = 3  # ranks a status's reason names (a 65,536-rank run's reason stays a line)
 
@@ -56,7 +57,7 @@ def rank_incomplete(name: str, read: Events, steps_expected: int | None) -> str 
     steps = sum(1 for e in read.events if e["event"] == "step")
     if steps_expected is not None and steps < steps_expected:
         return f"{name} has {steps} of {steps_expected} step events"
-    if not any(e["event"] == "end" and e["status"] == "ok" for e in read.events):
+    if not any(e["event"] == "end" and e["status"] == Status.OK for e in read.events):
         return f"{name} has no end event with status ok (truncated?)"
     return None
 
@@ -98,7 +99,7 @@ def judged(manifest: dict[str, Any], read: Callable[[int], Events],
         named = list(gaps.values())[:SHOWN_GAPS]  # one line whatever the ranks: the first few, then a count
         more = f" (and {len(gaps) - SHOWN_GAPS:,} more ranks)" if len(gaps) > SHOWN_GAPS else ""
         return INCOMPLETE, "; ".join(named) + more, gaps
-    if manifest.get("status") == "running":
+    if manifest.get("status") == Status.RUNNING:
         why = gone(manifest.get("orchestrator"))
         if why:
             return INCOMPLETE, why, {}

@@ -33,6 +33,7 @@ from ..contract import (
     rank_log,
     worker_spec_problem,
 )
+from ..contract.status import Status
 from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
@@ -249,7 +250,7 @@ class Worker:
             before = self.probe()
             released_any = glibc.malloc_trim(0)  # malloc_trim's own answer: 1 if it released memory
             self.events.emit("trim_at_end", released_any=released_any, before=before, after=self.probe())
-        self.events.emit("end", status="ok", effects=self.ctx.effects, **extra)
+        self.events.emit("end", status=Status.OK, effects=self.ctx.effects, **extra)
 
     def train(self, recorder: SiteRecorder) -> None:
         scenario = self.scenario  # no engine held here: a reinit event replaces it
@@ -360,10 +361,10 @@ def main(argv: list[str]) -> int:
         worker.events.emit("usage_error", message=str(e))
         return 2  # the orchestrator reads the usage_error event, not this code
     except KeyboardInterrupt:
-        worker.events.emit("end", status="interrupted")
+        worker.events.emit("end", status=Status.INTERRUPTED)
         return 130
     except lifeline.Terminated:  # SIGTERM: the orchestrator (or torchrun) ended, or stops this rank
-        worker.events.emit("end", status="terminated")
+        worker.events.emit("end", status=Status.TERMINATED)
         return EXIT_TERMINATED
     except ScriptFailed as e:  # one line naming the script's file:line; the traceback in the run's log
         worker.events.emit("error", message=str(e), traceback=e.trace)

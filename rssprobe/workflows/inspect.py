@@ -13,6 +13,7 @@ from ..analysis.compare import Side, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..analysis.summary import Summary, across, summarise
 from ..campaign import matrix, plan
+from ..contract.status import Status
 from ..errors import UserError
 from ..store import campaign
 from ..store.rundir import GroupDir, RunDir, resolve_entry
@@ -39,7 +40,7 @@ def entry(found: RunDir | GroupDir, rank: int = 0) -> View:
     if rank not in found.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
         raise UserError(f"{found.path}: no rank {rank} in this run (ranks: {found.ranks()})")
     data = Summary(found, rank).as_dict()
-    tail = found.manifest().get("log_tail") if data["status"] != "ok" else None
+    tail = found.manifest().get("log_tail") if data["status"] != Status.OK else None
     return View("run", data, tail)
 
 
