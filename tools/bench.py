@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +33,7 @@ from rssprobe.config.script import args_set
 from rssprobe.contract import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
 from rssprobe.run import environment, launch
+from rssprobe.run.ask import ask
 
 ALTERNATE = "probes.alternate=true"
 
@@ -47,14 +47,15 @@ def rss():
 import torch, deepspeed
 before = rss()
 import rssprobe.worker.__main__, rssprobe.worker.census, rssprobe.worker.sites
-print(rss() - before)
+print("RSSPROBE-IMPORT-BYTES", rss() - before)
 """
 
 
 def probe_import_bytes() -> int:
-    out = subprocess.run([sys.executable, "-c", IMPORT_COST], capture_output=True, text=True, check=True,
-                         env=environment.probe(sys.executable))
-    return int(out.stdout.strip())
+    reply = ask(sys.executable, ["-c", IMPORT_COST], "RSSPROBE-IMPORT-BYTES ", environment.probe(sys.executable))
+    if not isinstance(reply.answer, int):
+        raise SystemExit(f"bench: the probes' import cost could not be measured ({reply.why})")
+    return reply.answer
 
 
 # the default scenario's own size, and one whose RSS (~6 GiB) the per-GiB cost of the partition dominates

@@ -110,6 +110,11 @@ class AllocConfAnswer(TypedDict):
 # `python -m rssprobe.worker.dsinfo REQUEST` (the installed DeepSpeed asked before an estimate) prints its answer
 # (DeepSpeedInfo, JSON) on the line that starts with this
 DS_INFO_ANSWER = "RSSPROBE-DS-INFO "
+# the other answers of the worker's Python (run/ask.py): whether the code sites resolve (path -> why missing), what
+# its probes can read (`python -m rssprobe.worker.selfcheck`), a distribution's version (null: not installed)
+SITES_ANSWER = "RSSPROBE-SITES "
+SELF_CHECK_ANSWER = "RSSPROBE-SELF-CHECK "
+VERSION_ANSWER = "RSSPROBE-VERSION "
 
 
 class DeepSpeedInfo(TypedDict):

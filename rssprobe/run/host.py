@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config.allocators import ALLOCATORS
+from ..contract import VERSION_ANSWER
 from ..errors import UserError
 from ..store.layout import ENV_OPS, cache_root, is_rssprobe_env
+from .ask import ask
 
 __all__ = ["ALLOCATORS", "allocator_library", "cache_root", "cpu_key", "cpu_model", "facts", "file_bytes",
            "find_library", "git_revision", "is_rssprobe_env", "ops_cache_dir", "package_version",
@@ -67,13 +69,12 @@ def package_version(name: str, python: str | None = None) -> str | None:
             return version(name)
         except PackageNotFoundError:
             return None
-    code = ("import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\n"
-            "except m.PackageNotFoundError: pass")
-    try:
-        out = subprocess.run([python, "-c", code, name], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    except OSError as e:  # gone, not executable
-        raise UserError(f"{python}: cannot run this Python ({e.strerror or e})") from None
-    return out.stdout.strip() or None
+    code = (f"import importlib.metadata as m, json, sys\ntry: v = m.version(sys.argv[1])\n"
+            f"except m.PackageNotFoundError: v = None\nprint({VERSION_ANSWER!r} + json.dumps(v))")
+    reply = ask(python, ["-c", code, name], VERSION_ANSWER)
+    if not reply.ran:
+        raise UserError(f"{python}: {reply.why}")
+    return reply.answer if isinstance(reply.answer, str) else None  # a Python that cannot say has none of it
 
 
 def git_revision() -> str | None:

@@ -20,10 +20,8 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -34,6 +32,7 @@ from ..contract import parse
 from ..errors import UserError
 from ..store import layout
 from . import environment
+from .ask import ask
 
 # ZeRO-2 with the optimizer offloaded: fp32 master, fp32 grad, Adam's two states (16 B/param of the whole
 # model, partitioned over the ranks) and, per rank, the bf16 model and its H2D staging copy (4 B/param):
@@ -314,6 +313,7 @@ def static_lookup(path: str) -> tuple[bool | None, list[str]]:
 
 _ASK = """
 import json, sys
+from rssprobe.contract import SITES_ANSWER
 from rssprobe.worker.sites import SiteError, close_names, resolve
 out = {}
 for path in json.loads(sys.argv[1]):
@@ -327,28 +327,13 @@ for path in json.loads(sys.argv[1]):
     if found is None:
         near = close_names(path)
         out[path] = "does not exist in the installed packages" + (f"; close names: {', '.join(near)}" if near else "")
-print("RSSPROBE-SITES " + json.dumps(out))
+print(SITES_ANSWER + json.dumps(out))
 """
-
-
-def _ask(python: str, argv: list[str], prefix: str, env: dict[str, str]) -> Any:
-    """Run argv in the worker's Python (`env`: this rssprobe first on its path) and read the JSON it prints
-    after `prefix`; None when it could not say."""
-    try:
-        proc = subprocess.run([python, *argv], capture_output=True, text=True, env=env, timeout=300,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(prefix)), None)
-    try:
-        return json.loads(line.removeprefix(prefix)) if line else None
-    except json.JSONDecodeError:  # a line cut short: it could not say
-        return None
 
 
 def _ask_python(python: str, paths: list[str]) -> dict[str, str]:
     """path -> why it is missing, by resolving the paths in the worker's Python (imports them)."""
-    return _ask(python, ["-c", _ASK, json.dumps(paths)], "RSSPROBE-SITES ", environment.probe(python)) or {}
+    return ask(python, ["-c", _ASK, json.dumps(paths)], contract.SITES_ANSWER, environment.probe(python)).answer or {}
 
 
 @functools.lru_cache(maxsize=32)
@@ -362,8 +347,8 @@ def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
         keys = torch_alloc_conf.split(conf)
     except ValueError as e:
         raise UserError(f"{flag}: {e}") from None
-    answer = _ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
-                  contract.ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
+    answer = ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
+                 contract.ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python)).answer
     if answer is None:
         raise UserError(f"{flag}: could not ask {python}'s torch how it parses the setting")
     if answer["error"]:

@@ -1,4 +1,4 @@
-"""What the worker's probes can read in this Python, as one JSON line (`rssprobe doctor` runs it).
+"""What the worker's probes can read in this Python, as one answer line (`rssprobe doctor` asks it: run/ask.py).
 
     python -m rssprobe.worker.selfcheck [--torch]
 
@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from ..contract import SELF_CHECK_ANSWER
 from . import glibc, procfs
 
 
@@ -28,4 +29,4 @@ def check(with_torch: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(check("--torch" in sys.argv[1:])))
+    print(SELF_CHECK_ANSWER + json.dumps(check("--torch" in sys.argv[1:])))

@@ -7,26 +7,19 @@ they would in a run; the rest (allocators, packages, compilers, the ops cache, /
 from __future__ import annotations
 
 import importlib.util
-import json
 import shutil
-import subprocess
 import sys
 from typing import Any
 
+from ..contract import SELF_CHECK_ANSWER
 from ..run import environment, host
+from ..run.ask import ask
 
 
 def worker_check(python: str = sys.executable) -> dict[str, Any] | str:
     """The worker probes' self-check in `python` (its JSON), or why it could not run."""
-    try:
-        proc = subprocess.run([python, "-m", "rssprobe.worker.selfcheck", "--torch"], capture_output=True, text=True,
-                              env=environment.probe(python), timeout=300, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"the self-check did not run ({e})"
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        return f"the self-check failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
+    reply = ask(python, ["-m", "rssprobe.worker.selfcheck", "--torch"], SELF_CHECK_ANSWER, environment.probe(python))
+    return reply.answer if isinstance(reply.answer, dict) else f"the self-check did not answer ({reply.why})"
 
 
 def checks(python: str = sys.executable) -> list[tuple[str, bool, str]]:
