@@ -83,7 +83,7 @@ verdict: install
 		for p in $(VERDICT_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo "verdict: install $$p (apt-get install $$p)"; done; \
 	fi
 	$(BIN)/rssprobe matrix --plan $(PLAN) --out $(PLANRUNS) $(if $(OPTIONAL),--optional)
-	$(BIN)/python -m rssprobe.reporters.verdict $(PLAN) --runs $(PLANRUNS) --out reports/issue7693-verdict.md
+	$(BIN)/rssprobe verdict $(PLAN) --runs $(PLANRUNS) --out reports/issue7693-verdict.md
 
 # tools/ is the developers' (not installed with rssprobe): run from the checkout
 # make bench SCRIPT=examples/train_linear.py: the same A/B on a script run (its loop runs as long as asked)

@@ -26,5 +26,5 @@ export RSSPROBE_CACHE=${RSSPROBE_CACHE:-/tmp/rssprobe-cache-$USER}   # environme
 
 # After every task has ended (sbatch --dependency=afterany:$SLURM_ARRAY_JOB_ID), on any node:
 #   .venv/bin/rssprobe merge "$OUT"/shard-* --out reports/matrix/issue7693
-#   .venv/bin/python -m rssprobe.reporters.verdict "$PLAN" --runs reports/matrix/issue7693 \
+#   .venv/bin/rssprobe verdict "$PLAN" --runs reports/matrix/issue7693 \
 #       --out reports/issue7693-verdict.md

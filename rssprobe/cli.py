@@ -16,7 +16,7 @@ from .store import claim, outputs
 # Every command, by the module under commands/ that defines it: a command's module is imported only when that
 # command runs (or help lists them), so `rssprobe show` does not pay for matrix's or bisect's imports.
 COMMANDS = ("bisect", "collect", "diff", "doctor", "env", "estimate", "gate", "matrix", "merge", "patches",
-            "prepare", "report", "run", "scale", "show")
+            "prepare", "report", "run", "scale", "show", "verdict")
 
 
 class Group(click.Group):

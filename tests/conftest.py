@@ -29,7 +29,7 @@ STEADY_GLIBC = ["--malloc-env", "MALLOC_MMAP_THRESHOLD_=65536"]
 # Commands that only read and write files run inside the test's own process (click's CliRunner): a fresh
 # interpreter costs ~1.8 s of imports per call (pandas, matplotlib), and the suite makes hundreds of such calls.
 # Commands that launch training, build environments or take signals run as `python -m rssprobe`, as a user's do.
-IN_PROCESS = frozenset({"show", "diff", "report", "merge", "patches", "gate", "estimate"})
+IN_PROCESS = frozenset({"show", "diff", "report", "merge", "patches", "gate", "estimate", "verdict"})
 LAUNCHING_FLAGS = frozenset({"--run", "--calibrate"})  # gate --run and estimate --calibrate start training runs
 
 

@@ -225,8 +225,7 @@ def test_plan_runs_every_cell_and_resumes(tiny_plan: tuple[Path, Path]) -> None:
 def test_report_judges_each_claim(tiny_plan: tuple[Path, Path], tmp_path: Path) -> None:
     path, runs = tiny_plan
     out = tmp_path / "verdict.md"
-    proc = subprocess.run([os.sys.executable, "-m", "rssprobe.reporters.verdict", str(path), "--runs", str(runs),
-                           "--out", str(out)], capture_output=True, text=True)
+    proc = rssprobe("verdict", str(path), "--runs", str(runs), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     section = text.split("### fp32 master")[1].split("###")[0]

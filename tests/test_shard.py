@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -160,8 +158,7 @@ PLAN = GOOD.replace("repeat = 1", "repeat = 3").replace('patches = ["baseline"]'
 
 
 def _verdict(plan: Path, runs: Path, out: Path) -> list[str]:
-    proc = subprocess.run([sys.executable, "-m", "rssprobe.reporters.verdict", str(plan), "--runs", str(runs),
-                           "--out", str(out)], capture_output=True, text=True, env={**os.environ})
+    proc = rssprobe("verdict", str(plan), "--runs", str(runs), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     keep = [line.replace(str(out), "OUT").replace(str(runs), "RUNS") for line in out.read_text().splitlines()
             if not line.startswith(("Generated ", "Wall time"))]

@@ -1,7 +1,7 @@
 """The #7693 verdict report: markdown and two PNGs from a plan's runs against its claims (the numbers:
 analysis/claims.py).
 
-    python -m rssprobe.reporters.verdict PLAN --runs DIR --out reports/issue7693-verdict.md   (make verdict)
+    rssprobe verdict PLAN --runs DIR --out reports/issue7693-verdict.md   (make verdict)
 
   - one table per claim: the claimed B/param, what each configuration measured (baseline runs,
     mean ± sd over the repeats), and the verdict (verdicts.claim);
@@ -14,11 +14,9 @@ analysis/claims.py).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import click
 import matplotlib
 
 matplotlib.use("Agg")
@@ -26,9 +24,8 @@ import matplotlib.pyplot as plt
 
 from .. import verdicts
 from ..analysis import stats
-from ..analysis.claims import BASELINE, ClaimsReport, Config, claim_samples, collect
+from ..analysis.claims import BASELINE, ClaimsReport, Config, claim_samples
 from ..analysis.metrics import label
-from ..errors import UserError
 
 LIMIT = 6.0  # B/param either side of 0 in the PR #8132 chart
 CHARTED = ("steady.rss", "budget.rss_after_trim_above_baseline")
@@ -159,7 +156,7 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
              "## Commands", "", "```",
              "make verdict     # = the two lines below, after installing the allocator libraries and ccache",
              f"rssprobe matrix --plan {plan_path} --out {runs}",
-             f"python -m rssprobe.reporters.verdict {plan_path} --runs {runs} --out {out}", "```", "",
+             f"rssprobe verdict {plan_path} --runs {runs} --out {out}", "```", "",
              f"Machine: {report.machine}.", ""]
     cells_s, runs_s = report.wall
     not_run: list[Config] = [c for c in report.configs if not c.sides]
@@ -223,25 +220,3 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
                           "yes" if r["ccache"] else "no"] for r in report.op_loads])
     out.write_text("\n".join(lines))
     return out
-
-
-@click.command()
-@click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--runs", type=click.Path(path_type=Path), required=True, help="The plan's run directory.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/issue7693-verdict.md"),
-              show_default=True)
-def main(plan_file: Path, runs: Path, out: Path) -> None:
-    """Write the verdict report (markdown + PNGs beside it) from a plan's runs."""
-    target = out.resolve()
-    for given in (plan_file, runs):  # never over or into an input (rssprobe's own commands: store/outputs.py)
-        if target == given.resolve() or given.resolve() in target.parents:
-            raise click.UsageError(f"--out {out}: is or lies inside the input {given}; give another path")
-    try:
-        report = collect(plan_file, runs)
-    except UserError as e:
-        raise click.UsageError(f"{e}; run `rssprobe matrix --plan {plan_file} --out {runs}` first") from None
-    click.echo(f"wrote {write(report, out, datetime.now(timezone.utc).isoformat(timespec='seconds'))}", err=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,24 @@
+"""rssprobe verdict: a plan's runs judged against its claims, as a markdown report with its charts (make verdict)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..workflows import verdict
+from . import common_args
+
+
+@click.command("verdict", epilog=common_args.examples(
+    "rssprobe matrix --plan reports/issue7693/plan.toml --out reports/matrix/issue7693",
+    "rssprobe verdict reports/issue7693/plan.toml --runs reports/matrix/issue7693"))
+@click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--runs", type=click.Path(path_type=Path), required=True,
+              help="The plan's run directory (rssprobe matrix --plan PLAN --out DIR, or a merge of its shards).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("reports/issue7693-verdict.md"),
+              show_default=True, help="The markdown report; its charts go in a folder beside it.")
+def command(plan_file: Path, runs: Path, out: Path) -> None:
+    """Judge each claim of PLAN (the B/param it says a configuration holds) against what its runs measured, and
+    PR #8132's parts against the baseline of the same configuration."""
+    click.echo(f"wrote {verdict.write_report(plan_file, runs, out)}", err=True)
