@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
+from ..reporters import verdict as page
 from ..workflows import verdict
 from . import common_args
 
@@ -21,4 +23,5 @@ from . import common_args
 def command(plan_file: Path, runs: Path, out: Path) -> None:
     """Judge each claim of PLAN (the B/param it says a configuration holds) against what its runs measured, and
     PR #8132's parts against the baseline of the same configuration."""
-    click.echo(f"wrote {verdict.write_report(plan_file, runs, out)}", err=True)
+    report = verdict.judge(plan_file, runs, out)
+    click.echo(f"wrote {page.write(report, out, datetime.now(timezone.utc).isoformat(timespec='seconds'))}", err=True)

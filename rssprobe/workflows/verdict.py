@@ -1,24 +1,22 @@
-"""The verdict report of a plan (#7693 / PR #8132): its runs judged against its claims, written as markdown with
-its two charts beside it. The numbers are analysis/claims.py's; the page is reporters/verdict.py's."""
+"""The verdict report of a plan (#7693 / PR #8132): its runs judged against its claims. The numbers are
+analysis/claims.py's; the page (markdown and two charts) is reporters/verdict.py's."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..analysis import claims
 from ..errors import UserError
-from ..reporters import verdict as page
 from ..store import outputs
 
 
-def write_report(plan_file: Path, runs: Path, out: Path) -> Path:
-    """Write the report to `out` (its charts in a folder named after it); never over or into an input."""
+def judge(plan_file: Path, runs: Path, out: Path) -> claims.ClaimsReport:
+    """The plan's claims against its runs, once `out` is known to be writable and neither an input nor inside
+    one (checked before anything is read: a refusal costs nothing)."""
     for given in (plan_file, runs):
         outputs.note(given)
     outputs.check_file(out, "--out")
     try:
-        report = claims.collect(plan_file, runs)
+        return claims.collect(plan_file, runs)
     except UserError as e:
         raise UserError(f"{e}; run `rssprobe matrix --plan {plan_file} --out {runs}` first") from None
-    return page.write(report, out, datetime.now(timezone.utc).isoformat(timespec="seconds"))
