@@ -13,8 +13,8 @@ from . import common_args
 
 
 @click.command("verdict", epilog=common_args.examples(
-    "rssprobe matrix --plan reports/issue7693/plan.toml --out reports/matrix/issue7693",
-    "rssprobe verdict reports/issue7693/plan.toml --runs reports/matrix/issue7693"))
+    "rssprobe verdict reports/issue7693/plan.toml --runs reports/matrix/issue7693",
+    "rssprobe verdict plan.toml --runs merged-shards --out review/verdict.md"))
 @click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--runs", type=click.Path(path_type=Path), required=True,
               help="The plan's run directory (rssprobe matrix --plan PLAN --out DIR, or a merge of its shards).")
