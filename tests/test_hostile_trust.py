@@ -87,6 +87,10 @@ OVER_INPUTS: list[tuple[str, list[str], str, Callable[[Path, Path, Path], None] 
                                 "{w}/limits.toml"], "an input of this command", None),
     ("merge-out-inside-a-shard", ["merge", "{w}/s", "--out", "{w}/s/merged"], "merge never writes into its inputs",
      None),
+    ("verdict-out-over-the-plan", ["verdict", "{w}/limits.toml", "--runs", "{w}/s", "--out", "{w}/limits.toml"],
+     "an input of this command", None),
+    ("verdict-out-inside-the-runs", ["verdict", "{w}/limits.toml", "--runs", "{w}/s", "--out", "{w}/s/verdict.md"],
+     "lies inside", None),
 ]
 
 
