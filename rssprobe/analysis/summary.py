@@ -208,8 +208,8 @@ class Summary:
         now, then = census.get("memmap"), base.get("memmap")
         if not now or not then:
             return {}
-        names = sorted(set(now["parts"]) | set(then["parts"]),
-                       key=lambda n: -(now["parts"].get(n, 0) - then["parts"].get(n, 0)))
+        names = sorted(set(now["parts"]) | set(then["parts"]),  # ties by name: the same run shows alike every time
+                       key=lambda n: (-(now["parts"].get(n, 0) - then["parts"].get(n, 0)), n))
         parts = {}
         for name in names:
             delta = now["parts"].get(name, 0) - then["parts"].get(name, 0)
@@ -546,7 +546,7 @@ def across(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A group's headline figures and parts of RSS across its finished repeats: mean, sd, min, max."""
     ok = [s for s in summaries if s["status"] == Status.OK]
     parts = sorted({m for s in ok for m in s["metrics"] if m.startswith("part.")},
-                   key=lambda m: -max(abs(s["metrics"].get(m, 0)) for s in ok))
+                   key=lambda m: (-max(abs(s["metrics"].get(m, 0)) for s in ok), m))
     rows = []
     for figure in (*metrics.HEADLINE, *parts):
         values = [s["metrics"][figure] for s in ok if figure in s["metrics"]]
