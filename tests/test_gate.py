@@ -108,9 +108,10 @@ def test_markdown_diff_parses_back(groups: dict[str, Path]) -> None:
 @pytest.mark.worker
 def test_failed_run_makes_the_gate_undecided(groups: dict[str, Path], runs_dir: Path) -> None:
     failed = runs_dir / "timed-out"
-    # 2 s: past preflight's lower bound (a worker's start >= 1 s, tiny's steps ~0.001 s each), short of what
-    # importing torch and DeepSpeed alone takes (several seconds), so the run starts and times out
-    proc = rssprobe("run", "tiny", "--set", "timeout_s=2", "--out", str(failed))
+    # 2 s: past preflight's lower bound (a worker's start >= 1 s, tiny's steps ~0.001 s each); 300 steps take
+    # ~50 s here (0.16 s each), so the run times out wherever its clock starts (a tiny run of 4 steps once
+    # finished inside 2 s of it, when the worker stopped paying 3 x 1.3 s for py-cpuinfo)
+    proc = rssprobe("run", "tiny", "--set", "timeout_s=2", "--set", "steps=300", "--out", str(failed))
     assert proc.returncode == 1
     assert json.loads((failed / "manifest.json").read_text())["status"] == "timeout"
     gate = rssprobe("gate", "--reference", str(groups["a1"]), "--candidate", str(failed))
