@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..reporters import verdict as page
+from ..store import outputs
 from ..workflows import verdict
 from . import common_args
 
@@ -24,4 +25,9 @@ def command(plan_file: Path, runs: Path, out: Path) -> None:
     """Judge each claim of PLAN (the B/param it says a configuration holds) against what its runs measured, and
     PR #8132's parts against the baseline of the same configuration."""
     report = verdict.judge(plan_file, runs, out)
-    click.echo(f"wrote {page.write(report, out, datetime.now(timezone.utc).isoformat(timespec='seconds'))}", err=True)
+    files = page.render(report, out, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    for path in files:  # every file checked before any is written (never over or into an input)
+        outputs.check_file(path, "--out")
+    for path, data in files.items():
+        outputs.write_file(path, data, "--out")
+    click.echo(f"wrote {out} (+ {len(files) - 1} PNG files in {out.parent / out.stem})", err=True)

@@ -219,7 +219,7 @@ class Pins(Event):
 
 
 class End(Event):
-    status: str  # Status.END: ok | interrupted | terminated (contract/status.py)
+    status: str  # Status: ok | interrupted | terminated (contract/status.py)
     effects: NotRequired[dict[str, Any]]
     stopped: NotRequired[str]  # a script run stopped after its --steps N ("stopped after N steps as asked")
     unfinished_step: NotRequired[str]  # a script's last forward/backward with no optimizer step after it

@@ -19,7 +19,7 @@ class Manifest:
 
     id: str
     label: str | None
-    status: str  # Status.RUN: prepared | running | ok | failed | timeout | interrupted (contract/status.py)
+    status: str  # Status: prepared | running | ok | failed | timeout | interrupted (contract/status.py)
     started: str
     scenario_ref: str
     # resolved: model.layers (model.hf's layer count) set from a size given as params; a script run's holds

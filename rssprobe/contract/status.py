@@ -21,7 +21,3 @@ class Status:
     TERMINATED = "terminated"  # a worker's end event only
     PENDING = "pending"  # a campaign cell not started
     DONE = "done"  # a campaign cell whose runs all ended ok
-
-    RUN = frozenset({PREPARED, RUNNING, OK, FAILED, TIMEOUT, INTERRUPTED})
-    END = frozenset({OK, INTERRUPTED, TERMINATED})
-    CELL = frozenset({PENDING, RUNNING, DONE, FAILED, INTERRUPTED})

@@ -14,6 +14,7 @@ analysis/claims.py).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [*out, *["| " + " | ".join(r) + " |" for r in rows], ""]
 
 
-def claims_chart(report: ClaimsReport, path: Path) -> None:
+def claims_chart(report: ClaimsReport) -> bytes:
     measurable = [c for c, _rows in report.claims if not c.cpu_unmeasurable]
     fig, axes = plt.subplots(len(measurable), 1, figsize=(9, 1.3 * len(measurable) + 1), squeeze=False)
     for ax, claim in zip(axes[:, 0], measurable, strict=True):
@@ -72,8 +73,14 @@ def claims_chart(report: ClaimsReport, path: Path) -> None:
     axes[-1, 0].set_xlabel("bytes per parameter")
     fig.tight_layout()
     fig.subplots_adjust(left=0.3)  # room for the longest configuration label
-    fig.savefig(path, dpi=110)
+    return _png(fig)
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    return buf.getvalue()
 
 
 def _charted(effects: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float | None]]]:
@@ -81,7 +88,7 @@ def _charted(effects: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, 
                                  if f["metric"] in CHARTED} for e in effects}
 
 
-def pr_chart(effects: list[dict[str, Any]], path: Path) -> None:
+def pr_chart(effects: list[dict[str, Any]]) -> bytes:
     data = _charted(effects)
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(data) * 2 + 1.5))
     y = 0
@@ -101,8 +108,7 @@ def pr_chart(effects: list[dict[str, Any]], path: Path) -> None:
     ax.set_xlabel(f"PR #8132 minus baseline, bytes per parameter, 95% interval (axis cut at ±{LIMIT:g})")
     ax.set_title("PR #8132's effect per configuration", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return _png(fig)
 
 
 def _summary(rows: list[dict[str, Any]]) -> str:
@@ -142,10 +148,11 @@ def paragraph(report: ClaimsReport) -> str:
             "time):\n\n" + "\n".join(lines) + "\n\nPR #8132: " + "; ".join(pr) + " (95% intervals; details below).")
 
 
-def write(report: ClaimsReport, out: Path, generated: str) -> Path:
+def render(report: ClaimsReport, out: Path, generated: str) -> dict[Path, str | bytes]:
+    """The page as files (the markdown at `out`, its charts in a folder named after it); the command writes them."""
     plan_path, runs, settings = report.plan_path, report.runs, report.loaded.plan.plan
     figdir = out.parent / out.stem
-    figdir.mkdir(parents=True, exist_ok=True)
+    files: dict[Path, str | bytes] = {}
     params = report.params
     lines = ["# DeepSpeed #7693 and PR #8132: the verdict, configuration by configuration", "",
              f"Generated {generated} from the runs of `{plan_path}` in `{runs}`. Scenario `{settings.scenario}`"
@@ -184,7 +191,7 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
         lines += _table(["configuration", "versions", "allocator", "ranks", "measured B/param", "verdict"],
                         [[r["configuration"], _versions(r["versions"]), r["allocator"], str(r["ranks"]),
                           _fmt(r["mean"], r["sd"], r["n"]), r["verdict"]] for r in rows if r["mean"] is not None])
-    claims_chart(report, figdir / "claims.png")
+    files[figdir / "claims.png"] = claims_chart(report)
     lines += [f"![claims]({figdir.name}/claims.png)", ""]
     lines += [f"## PR #8132 (`{report.patch}`)", "",
               "How often each part took effect per run (one number per run):", ""]
@@ -205,7 +212,7 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
                       verdicts.mark(f["comparison"]["verdict"], f["gated"]) or "same"]
                      for e in report.effects for f in e["figures"]])
     if report.effects:
-        pr_chart(report.effects, figdir / "pr8132.png")
+        files[figdir / "pr8132.png"] = pr_chart(report.effects)
         lines += [f"![pr8132]({figdir.name}/pr8132.png)", ""]
     lines += ["## For #7693", "", paragraph(report), ""]
     if report.op_loads:
@@ -218,5 +225,4 @@ def write(report: ClaimsReport, out: Path, generated: str) -> Path:
         lines += _table(["configuration", "environment", "run", "ops compiled", "ops loaded after (s)", "ccache"],
                         [[r["configuration"], r["environment"], r["run"], ", ".join(r["ops"]), f"{r['seconds']:.0f}",
                           "yes" if r["ccache"] else "no"] for r in report.op_loads])
-    out.write_text("\n".join(lines))
-    return out
+    return {out: "\n".join(lines), **files}

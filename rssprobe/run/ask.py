@@ -23,10 +23,6 @@ class Reply:
     why: str | None = None  # why there is no answer (None: answered)
     ran: bool = True  # False: the Python could not be started at all
 
-    @property
-    def answered(self) -> bool:
-        return self.why is None
-
 
 def ask(python: str, argv: list[str], prefix: str, env: dict[str, str] | None = None,
         timeout: float = TIMEOUT_S) -> Reply:

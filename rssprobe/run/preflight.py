@@ -347,10 +347,12 @@ def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
         keys = torch_alloc_conf.split(conf)
     except ValueError as e:
         raise UserError(f"{flag}: {e}") from None
-    answer = ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
-                 contract.ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python)).answer
-    if answer is None:
-        raise UserError(f"{flag}: could not ask {python}'s torch how it parses the setting")
+    reply = ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
+                contract.ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
+    answer = reply.answer
+    if not isinstance(answer, dict):
+        why = reply.why or "not a JSON object"
+        raise UserError(f"{flag}: could not ask {python}'s torch how it parses the setting ({why})")
     if answer["error"]:
         raise UserError(f"{flag}: torch {answer['build']} refuses it: {answer['error']} (torch's own words)")
     if not (answer["cuda_build"] and answer["parser"]):  # a CUDA build parsed all of it; a CPU build its share

@@ -36,14 +36,11 @@ def ask_cpuinfo_once() -> None:
         import cpuinfo
     except ImportError:
         return  # a DeepSpeed without py-cpuinfo reads lscpu instead
-    if getattr(cpuinfo.get_cpu_info, "rssprobe_once", False):
-        return
     first = functools.cache(cpuinfo.get_cpu_info)
 
     def get_cpu_info() -> dict[str, Any]:
         return copy.deepcopy(first())
 
-    get_cpu_info.rssprobe_once = True  # type: ignore[attr-defined]
     cpuinfo.get_cpu_info = get_cpu_info
 
 
