@@ -20,6 +20,7 @@ from rssprobe.campaign.bisect import git as gitbisect
 from rssprobe.campaign.bisect import probes as bisect_probes
 from rssprobe.campaign.bisect import search as bisect
 from rssprobe.cli import main
+from rssprobe.config.spec import ScenarioSpec
 from rssprobe.run import envs
 from rssprobe.run import launch as launcher
 from rssprobe.store import rundir as storage
@@ -210,8 +211,9 @@ def test_the_step_script_maps_rssprobe_exit_codes_to_git_bisect(tmp_path: Path, 
     fake.write_text(FAKE_RSSPROBE)
     fake.chmod(0o755)
     script = gitbisect.step_script(tmp_path / "step.sh", rssprobe=[str(fake)], cwd=tmp_path, runs=tmp_path / "runs",
-                                   torch="2.13.0", source=Path("/src/Deep Speed"), scenario="tiny",
-                                   sets=["steps=2"], repeat=3, check=["--limits", "/l.toml"], pip=())
+                                   torch="2.13.0", source=Path("/src/Deep Speed"),
+                                   spec=ScenarioSpec("tiny", ("zero.stage=1",), steps=2), repeat=3,
+                                   check=["--limits", "/l.toml"], pip=())
     log = tmp_path / "log"
     env = {**os.environ, "LOG": str(log), "ENV_CODE": str(env_code), "RUN_CODE": str(run_code),
            "GATE_CODE": str(gate_code)}
@@ -219,7 +221,8 @@ def test_the_step_script_maps_rssprobe_exit_codes_to_git_bisect(tmp_path: Path, 
     calls = [line.rstrip("|").split("|") for line in log.read_text().splitlines()]
     assert calls[0] == ["env", "create", "torch==2.13.0", "deepspeed=/src/Deep Speed@abc123"]
     if env_code == 0:
-        assert calls[1] == ["run", "tiny", "--set", "steps=2", "--trim-at-end", "--repeat", "3", "--out",
+        assert calls[1] == ["run", "tiny", "--set", "zero.stage=1", "--steps", "2", "--trim-at-end", "--repeat", "3",
+                            "--out",
                             f"{tmp_path}/runs/abc123", "--env", "torch==2.13.0 deepspeed=/src/Deep Speed@abc123"]
     if env_code == 0 and run_code not in (130, 143):  # Ctrl-C or SIGTERM (CI cancel): stop, no gate
         assert calls[2] == ["gate", "--candidate", f"{tmp_path}/runs/abc123", "--limits", "/l.toml"]

@@ -325,10 +325,10 @@ def test_calibration_steps_are_in_the_cache_key_and_in_its_runs() -> None:
         return workflow_estimate.calibration_plan(workflow_estimate.Request("tiny", **kw), scen, 1)
 
     own, fixed = plan(), plan(malloc_env={"MALLOC_MMAP_THRESHOLD_": "65536"})
-    assert (own.steps, own.repeat, own.ranks, fixed.repeat) == (12, 3, 1, 1) and "steps=12" in own.sets
+    assert (own.steps, own.repeat, own.ranks, fixed.repeat) == (12, 3, 1, 1) and own.spec.steps == 12
     z3 = workflow_estimate.calibration_plan(workflow_estimate.Request("llama-small-zero3"),
                                             scenario.load("llama-small-zero3"), 4)
-    assert z3.ranks == 2 and "world_size=2" in z3.sets
+    assert z3.ranks == 2 and z3.spec.world_size == 2 and z3.spec.load().world_size == 2
     keys = [workflow_estimate.calibration_key(workflow_estimate.Request("tiny"), p, info, "python3", [])
             for p in (own, plan(calibration_steps=2))]
     assert keys[0]["steps"] == 12 and keys[1]["steps"] == 2
@@ -341,7 +341,7 @@ def test_a_model_too_large_to_calibrate_here_is_calibrated_on_its_proxy() -> Non
     req = workflow_estimate.Request(model="llama-2-7b", stage=3)
     scen, _shape, _origin = workflow_estimate.target_scenario(req)
     got = workflow_estimate.calibration_plan(req, scen, 8)
-    assert (got.ref, got.proxy, got.scen.zero.stage, got.ranks) == ("llama-small", "llama-small", 3, 2)
+    assert (got.spec.ref, got.proxy, got.scen.zero.stage, got.ranks) == ("llama-small", "llama-small", 3, 2)
     assert got.scen.zero.offload_param is not None  # --stage 3 offloads the parameters unless told not to
 
 

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from rssprobe.campaign.scale import SizeArg
-from rssprobe.commands.common_args import launch_command, scenario_or_script
-from rssprobe.config import scenario
+from rssprobe.commands.common_args import launch_command, scenario_spec
 from rssprobe.config.script import split_command
 from rssprobe.errors import UserError
 from rssprobe.run import environment
@@ -154,8 +153,9 @@ def test_a_launch_command_is_the_words_after_a_bare_double_dash(tmp_path: Path) 
     assert launch_command(("tiny",), None, ["rssprobe", "run", "tiny"]) is None
     assert launch_command(("x.py", "--a"), None, ["rssprobe", "run", "--", "x.py", "--a"]) is None  # a script
     assert launch_command(("--a",), Path("x.py"), ["rssprobe", "run", "--script", "x.py", "--", "--a"]) is None
-    ref, sets = scenario_or_script(args, None, argv=["rssprobe", "run", "--", *args], launcher=True)
-    scen = scenario.load(ref or "", sets)
+    spec = scenario_spec(args, None, argv=["rssprobe", "run", "--", *args], launcher=True)
+    assert spec is not None and spec.script_command == args and spec.argv()[-len(args) - 1:] == ["--", *args]
+    scen = spec.load()
     assert scen.script is not None and scen.script.command == list(args)
     assert scen.script.args == ["--steps", "3"] and scen.script.path == str(LINEAR)
 

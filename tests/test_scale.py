@@ -12,6 +12,7 @@ import pytest
 
 from rssprobe.analysis import fit
 from rssprobe.campaign import scale
+from rssprobe.config.spec import ScenarioSpec
 from rssprobe.errors import UserError
 from rssprobe.store import layout
 from rssprobe.store import rundir as storage
@@ -213,7 +214,6 @@ def test_bad_params_are_refused_before_any_training(tmp_path: Path, params: str)
 
 def test_a_rerun_reuses_finished_sizes_and_fresh_starts_over(tmp_path: Path) -> None:
     """scale.run with a stand-in for the group runner: what is run again, and what is refused."""
-    from rssprobe.config import scenario
     from rssprobe.run import launch as launcher
 
     ran: list[int] = []
@@ -227,11 +227,11 @@ def test_a_rerun_reuses_finished_sizes_and_fresh_starts_over(tmp_path: Path) -> 
                                          status=statuses[0] if statuses[0] == "ok" else "interrupted"))
         return group, statuses
 
-    sets = ["probes.trim_at_end=true"]
-    scens = scale.size_scenarios("tiny", sets, [1e6, 4e6, 2e6])
+    spec = ScenarioSpec("tiny", trim_at_end=True)
+    scens = scale.size_scenarios(spec, [1e6, 4e6, 2e6])
     sizes = [s.model.n_params for s in scens]
     assert sizes == sorted(sizes)
-    base = launcher.RunRequest(scenario=scenario.load("tiny", sets), scenario_ref="tiny", label="baseline")
+    base = launcher.RunRequest(scenario=spec.load(), scenario_ref="tiny", label="baseline")
     definition = {"scenario": "tiny", "sizes": [1e6, 2e6, 4e6], "repeat": 1}
     d = tmp_path / "sweep"
     stop_at = sizes[1]

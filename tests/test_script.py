@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rssprobe.config import scenario, script
+from rssprobe.config.spec import ScenarioSpec
 from rssprobe.errors import UserError
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
@@ -239,6 +240,7 @@ def test_refusals_exit_2_in_one_line_with_no_run_directory(tmp_path: Path) -> No
 
 def test_script_arguments_travel_exactly() -> None:
     args = ["--name", 'with "quotes"', "back\\slash", "tab\there", "caf\u00e9 \U0001f600", "del\x7f", "", "--x=1"]
-    scen = scenario.load(str(LINEAR), [script.args_set(args), "steps=2"])
+    spec = ScenarioSpec(str(LINEAR), script_args=tuple(args), steps=2)
+    scen = spec.load()
     assert scen.script is not None and scen.script.args == args and scen.script.stop_after == 2
     assert scen.steps is None  # the script's loop decides; rssprobe stops it after 2

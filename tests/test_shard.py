@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from rssprobe.campaign import engine, scale
 from rssprobe.campaign.engine import Shard
 from rssprobe.cli import main
-from rssprobe.config import scenario
+from rssprobe.config.spec import ScenarioSpec
 from rssprobe.run import launch
 from rssprobe.store.rundir import GroupDir
 
@@ -188,9 +188,9 @@ def test_a_sharded_scale_sweep_merged_fits_as_the_whole(tmp_path: Path) -> None:
             make_run(group.path, FakeRun(run_id=f"run-{i:02d}", params=params, steps=[Step(rss=bpp, peak=bpp)] * 3))
         return group, ["ok"] * repeat
 
-    sets = ["probes.trim_at_end=true"]
-    scens = scale.size_scenarios("tiny", sets, [1e6, 2e6, 4e6])
-    base = launch.RunRequest(scenario=scenario.load("tiny", sets), scenario_ref="tiny", label="baseline")
+    spec = ScenarioSpec("tiny", trim_at_end=True)
+    scens = scale.size_scenarios(spec, [1e6, 2e6, 4e6])
+    base = launch.RunRequest(scenario=spec.load(), scenario_ref="tiny", label="baseline")
     definition = {"scenario": "tiny", "sizes": [1e6, 2e6, 4e6], "repeat": 2}
     quiet = {"say": lambda _t: None}
     scale.run(tmp_path / "whole", definition, base, scens, 2, run_group, **quiet)

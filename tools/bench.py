@@ -29,13 +29,13 @@ from rich.progress import Progress
 from rssprobe.analysis import stats
 from rssprobe.analysis.summary import Summary
 from rssprobe.config import scenario
-from rssprobe.config.script import args_set
+from rssprobe.config.spec import ScenarioSpec
 from rssprobe.contract import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
 from rssprobe.run import environment, launch
 from rssprobe.run.ask import ask
 
-ALTERNATE = "probes.alternate=true"
+ALTERNATE = {"probes.alternate": True}
 
 # What the probe code costs a training process: torch and DeepSpeed are imported first
 # (the worker imports them anyway, and they bring most of the stdlib), then the probes.
@@ -104,7 +104,7 @@ def census_table(scenario_ref: str, params: tuple[float, ...], tmp: Path, progre
                          "partition s per GiB: median [min, max]", "whole census s per GiB: median"])
     task = progress.add_task("census cost runs (one per model size)", total=len(params))
     for n in params:
-        scen = scenario.load(scenario_ref, [f"model.params={int(n)}", "steps=2"])
+        scen = ScenarioSpec(scenario_ref, steps=2, params=int(n)).load()
         c = census_cost(_one(scen, tmp / f"census-{int(n)}", malloc_env=None))
         per_gib = c["partition_per_gib"]
         table.rows.append([f"{scen.model.n_params:,}", f"{c['rss_gib']:.2f}", f"{c['partition_s']:.3f}",
@@ -144,8 +144,8 @@ def main(scenario_ref: str, script_args: tuple[str, ...], repeat: int, steps: in
             census = census_table(census_ref, census_params, Path(tmp), progress)
         terminal.render([], [census], Console())
         return
-    scen = scenario.load(scenario_ref, [f"steps={steps}", ALTERNATE, *([args_set(list(script_args))]
-                                                                       if script_args else [])])
+    spec = ScenarioSpec(scenario_ref, steps=steps, script_args=tuple(script_args) if script_args else None)
+    scen = scenario.load(spec.ref, [], {**spec.values(), **ALTERNATE})
     on: list[float] = []
     off: list[float] = []
     probe_share: list[float] = []  # the sites' own measured time / step time, in the on steps

@@ -25,12 +25,13 @@ from ..analysis import answers, metrics, stats
 from ..analysis.compare import Side
 from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
+from ..config.spec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..run import envs, host, launch, preflight
-from ..run.group import TRIM_AT_END, rerun_argv
+from ..run.group import rerun_argv
 from ..run.progress import CampaignProgress
 from ..store import layout
 from ..store.rundir import GroupDir
@@ -135,8 +136,7 @@ def table(directory: Path) -> dict[str, Any]:
 
 @dataclass
 class MatrixRequest:
-    scenario_ref: str
-    sets: list[str]
+    spec: ScenarioSpec
     torch: list[str] = field(default_factory=list)
     deepspeed: list[str] = field(default_factory=list)
     transformers: list[str] = field(default_factory=list)  # releases, or a local clone's PATH[@REV]
@@ -186,8 +186,8 @@ def patch_specs(scen: scenario.Scenario, patches: list[str]) -> dict[str, list[s
 def run(m: MatrixRequest) -> Outcome:
     """Run (or list, with dry_run) the matrix; exit 0 all done, 1 a cell failed, 130 interrupted."""
     shard = Shard.parse(m.shard)
-    sets = [*m.sets, TRIM_AT_END]
-    scen = scenario.load(m.scenario_ref, sets)
+    spec = m.spec.with_(trim_at_end=True)
+    scen = spec.load()
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
             "patch": values(m.patches) or [BASELINE], "allocator": values(m.allocators) or ["glibc"]}
@@ -212,7 +212,7 @@ def run(m: MatrixRequest) -> Outcome:
     worker_python = envs.resolve_python(None, m.python)[0] if m.python else None
     # once, before any cell (a cell of another torch is asked again when it starts)
     preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(axes["torch"]) or [None], worker_python)
-    definition = {"scenario": m.scenario_ref, "sets": sets, "repeat": m.repeat, "python": worker_python, **axes,
+    definition = {**spec.identity(), "repeat": m.repeat, "python": worker_python, **axes,
                   **{name: given for name, given in libraries.items() if given},
                   **({"malloc_env": m.malloc_env} if m.malloc_env else {})}
     directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
@@ -227,12 +227,12 @@ def run(m: MatrixRequest) -> Outcome:
     c.set_entries([{"id": cell.id, **asdict(cell), "status": Status.PENDING} for cell in all_cells])
     c.index["command"] = list(sys.argv)
     c.save()
-    interrupted = _run_cells(m, all_cells, c, scen, sets, specs, worker_python)
+    interrupted = _run_cells(m, all_cells, c, scen, spec, specs, worker_python)
     data = table(directory)
     return Outcome("matrix", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
-def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scenario.Scenario, sets: list[str],
+def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scenario.Scenario, spec: ScenarioSpec,
                specs: dict[str, list[str]], python: str | None) -> bool:
     """Run every cell of this shard not yet finished; True if interrupted (Ctrl-C)."""
     bar = CampaignProgress(len(all_cells), f"matrix {c.directory.name}" + (f" (shard {c.shard})" if c.shard else ""))
@@ -246,9 +246,9 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
             worker, env_name = (python, None) if python else envs.for_versions(cell.torch, cell.deepspeed, m.pip, say,
                                                                                 cell.extras(
                                                                                     host.package_version("accelerate")))
-            argv = rerun_argv(m.scenario_ref, sets, specs[cell.patch], m.repeat, group_dir, env_name, worker,
+            argv = rerun_argv(spec, specs[cell.patch], m.repeat, group_dir, env_name, worker,
                               cell.allocator, m.malloc_env)
-            req = launch.RunRequest(scenario=scen, scenario_ref=m.scenario_ref, label=cell.patch,
+            req = launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
                                     patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
                                     out=group_dir, python=worker, command=argv)
             c.update(cell.id, status=Status.RUNNING, env=env_name, python=worker, group=str(group_dir), error=None)

@@ -11,6 +11,7 @@ A cell whose versions are this Python's own runs here; others run in an environm
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import asdict
@@ -21,12 +22,13 @@ from .. import contract
 from ..analysis import answers, metrics
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
+from ..config.spec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED
 from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..run import envs, host, launch, preflight
-from ..run.group import TRIM_AT_END, rerun_argv
+from ..run.group import rerun_argv
 from ..run.progress import CampaignProgress
 from ..store import layout
 from ..store.rundir import GroupDir
@@ -57,13 +59,11 @@ def run_seconds(group_dir: Path) -> list[float]:
     return [s for run in GroupDir(group_dir).runs() if (s := run.wall_seconds()) is not None]
 
 
-def _sets(sets: list[str], ranks: int) -> list[str]:
-    return [*sets, f"world_size={ranks}"] if ranks != 1 else sets
-
-
-def _key(cell: PlanCell, ref: str, sets: list[str]) -> tuple[str, tuple[str, ...]]:
-    """(scenario reference, --set values) of a cell: the plan's, or a [[configs]] cell's own after the plan's."""
-    return cell.scenario or ref, tuple(_sets([*sets, *cell.sets], cell.ranks))
+def _spec(cell: PlanCell, base: ScenarioSpec) -> ScenarioSpec:
+    """A cell's scenario: the plan's (or a [[configs]] cell's own), the plan's --set values then the cell's, and
+    its ranks."""
+    spec = base.with_(sets=cell.sets, world_size=cell.ranks if cell.ranks != 1 else None)
+    return dataclasses.replace(spec, ref=cell.scenario) if cell.scenario else spec
 
 
 def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run: bool, retry_failed: bool,
@@ -72,9 +72,8 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     shard = Shard.parse(shard_spec)
     settings = loaded.plan.plan
     cells = loaded.selected(optional)
-    sets = [*settings.sets, TRIM_AT_END]
-    scens = {key: scenario.load(key[0], list(key[1])) for key in dict.fromkeys(_key(c, settings.scenario, sets)
-                                                                                for c in cells)}
+    base = ScenarioSpec(settings.scenario, tuple(settings.sets), trim_at_end=True)
+    scens = {spec: spec.load() for spec in dict.fromkeys(_spec(c, base) for c in cells)}
     for axis in ("torch", "deepspeed"):  # a value that is not a version fails here, not after cells ran
         envs.check_versions(f"{loaded.path}: {axis}",
                             list(dict.fromkeys(v for c in cells if (v := getattr(c, axis)) is not None)))
@@ -99,13 +98,12 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     c.save()
     write_json_atomic(directory / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
                                                      "plan_file": str(loaded.path), "plan": loaded.plan.model_dump()})
-    interrupted = _run_cells(cells, c, settings.scenario, sets, scens, specs, retry_failed, pip)
+    interrupted = _run_cells(cells, c, base, scens, specs, retry_failed, pip)
     data = table(directory)
     return Outcome("plan", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
-def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str],
-               scens: dict[tuple[str, tuple[str, ...]], scenario.Scenario],
+def _run_cells(cells: list[PlanCell], c: Campaign, base: ScenarioSpec, scens: dict[ScenarioSpec, scenario.Scenario],
                specs: dict[str, list[str]], retry_failed: bool, pip: tuple[str, ...]) -> bool:
     mine = [cell for cell in cells if c.owns(cell.id)]
     total = sum(cell.repeat for cell in mine)
@@ -119,10 +117,10 @@ def _run_cells(cells: list[PlanCell], c: Campaign, ref: str, sets: list[str],
                      ) -> list[str]:
             bar.show(done, f"{cell.axis} {cell.value} [{cell.patch}]", seconds)
             worker, env_name = worker_for(cell, pip)
-            key = _key(cell, ref, sets)
-            argv = rerun_argv(key[0], list(key[1]), specs[cell.patch], cell.repeat, group_dir, env_name, worker,
+            key = _spec(cell, base)
+            argv = rerun_argv(key, specs[cell.patch], cell.repeat, group_dir, env_name, worker,
                               cell.allocator_name, cell.malloc_env)
-            req = launch.RunRequest(scenario=scens[key], scenario_ref=key[0], label=cell.patch,
+            req = launch.RunRequest(scenario=scens[key], scenario_ref=key.ref, label=cell.patch,
                                     patches=specs[cell.patch], allocator=cell.allocator_name,
                                     malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv)
             c.update(cell.id, status=Status.RUNNING, env=env_name, python=worker, group=str(group_dir), error=None)

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
-from ..config.script import args_set
 from ..config.sizes import counts
+from ..config.spec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED
 from ..contract.status import Status
 from ..errors import UserError
@@ -76,17 +76,17 @@ class SizeArg:
         return f"size-{layout.slug(value, layout.NAME_PART)}"
 
 
-def script_scenarios(ref: str, sets: list[str], script_args: list[str], size: SizeArg) -> list[scenario.Scenario]:
+def script_scenarios(spec: ScenarioSpec, size: SizeArg) -> list[scenario.Scenario]:
     """One script run configuration per value of the script's size option (its parameter count is measured)."""
-    scens = [scenario.load(ref, [*sets, args_set([*script_args, size.flag, value])]) for value in size.values]
+    scens = [spec.with_(script_args=(*(spec.script_args or ()), size.flag, value)).load() for value in size.values]
     for scen in scens:
         preflight.check_machine(scen)
     return scens
 
 
-def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenario.Scenario]:
-    """One scenario per size (--set model.params=N), sorted; two sizes that build one model are refused."""
-    scens = [scenario.load(ref, [*sets, f"model.params={size!r}"]) for size in sizes]
+def size_scenarios(spec: ScenarioSpec, sizes: list[float]) -> list[scenario.Scenario]:
+    """One scenario per size (its model.params), sorted; two sizes that build one model are refused."""
+    scens = [spec.with_(params=size).load() for size in sizes]
     for scen in scens:  # the largest size must fit before the smallest one runs
         preflight.check_machine(scen)
     by_params: dict[int, float] = {}
@@ -99,11 +99,11 @@ def size_scenarios(ref: str, sets: list[str], sizes: list[float]) -> list[scenar
     return sorted(scens, key=lambda s: s.model.n_params)
 
 
-def definition(req: launch.RunRequest, sizes: list[float], repeat: int, sets: list[str]) -> dict[str, Any]:
+def definition(req: launch.RunRequest, sizes: list[float], repeat: int, spec: ScenarioSpec) -> dict[str, Any]:
     """What makes two scale commands the same sweep (a patch file by its content, not only its name)."""
     files = [f"{p}:{hashlib.sha1(reader.read_bytes(p)).hexdigest()[:12] if p.is_file() else 'missing'}"
              for p in req.patch_files]
-    return {"scenario": req.scenario_ref, "sizes": sorted(sizes), "repeat": repeat, "sets": sets, "label": req.label,
+    return {**spec.identity(), "sizes": sorted(sizes), "repeat": repeat, "label": req.label,
             "patches": req.patches, "patch_files": files, "allocator": req.allocator, "malloc_env": req.malloc_env,
             "python": req.python}
 
@@ -167,22 +167,22 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
     return False
 
 
-def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh: bool, shard_spec: str | None = None,
-          script_args: list[str] | None = None) -> Outcome:
+def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh: bool,
+          shard_spec: str | None = None) -> Outcome:
     """`rssprobe scale`: run (or resume) the sweep, and its fit; exit 130 interrupted, 1 runs lost, else 0. `sizes`
-    is model sizes in parameters (a scenario), or a script's own size option (SizeArg, with the script's other
-    arguments in `script_args`)."""
+    is model sizes in parameters (a scenario), or a script's own size option (SizeArg, added to the script's own
+    arguments)."""
     shard = Shard.parse(shard_spec)
     size_arg = sizes if isinstance(sizes, SizeArg) else None
     if size_arg is not None:
-        scens = script_scenarios(s.scenario_ref, s.sets, script_args or [], size_arg)
+        scens = script_scenarios(s.spec, size_arg)
     else:
         assert isinstance(sizes, list)
-        scens = size_scenarios(s.scenario_ref, s.sets, sizes)
+        scens = size_scenarios(s.spec, sizes)
     req = groups.build_request(s)
-    what = definition(req, [] if size_arg else sizes, s.repeat, s.sets)  # type: ignore[arg-type]
+    what = definition(req, [] if size_arg else sizes, s.repeat, s.spec)
     if size_arg is not None:
-        what.update(size_arg=[size_arg.flag, list(size_arg.values)], script_args=list(script_args or []))
+        what.update(size_arg=[size_arg.flag, list(size_arg.values)])
     directory = out or engine.default_dir(layout.scale_root(), f"{req.scenario.name}-{req.label}", what)
     interrupted = run(directory, what, req, scens, s.repeat, groups.run_group, fresh, say, shard, size_arg)
     data = Sweep.load(directory).as_dict()

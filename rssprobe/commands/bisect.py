@@ -64,14 +64,14 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
             malloc_env: tuple[str, ...], env_ref: str | None, python: str | None, find_links: tuple[str, ...],
             index_url: str | None, fmt: str) -> None:
     """Find what moved METRIC: a version, a patch component, or a commit (SCENARIO may be --script PATH -- ARGS)."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script)
-    assert scenario_ref is not None
+    spec = common_args.scenario_spec(args, script, overrides, steps=steps)
+    assert spec is not None
     outcome = bisect(BisectRequest(
-        scenario_ref=scenario_ref, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
+        spec=spec, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
         transformers=common_args.split(tf_list), accelerate=common_args.split(acc_list),
         components=components, deepspeed_src=deepspeed_src, good=good, bad=bad, limits=limits, limit=limit,
         metric=metric, direction=direction, repeat=repeat, retries=retries, threshold=threshold, alpha=alpha,
-        sets=common_args.sets_of((*script_sets, *overrides), steps), out=out, fresh=fresh, keep_envs=keep_envs,
+        out=out, fresh=fresh, keep_envs=keep_envs,
         env_ref=env_ref, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
         pip=envs.pip_options(find_links, index_url)))
     show.bisect(outcome.data, fmt)

@@ -6,7 +6,6 @@ library takes, raising UserError (one line, exit 2) on bad input.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,8 @@ import click
 from ..analysis import stats
 from ..config import sizes
 from ..config.allocators import ALLOCATORS
-from ..config.script import args_set, command_set, split_command
+from ..config.script import split_command
+from ..config.spec import ScenarioSpec
 from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
@@ -128,7 +128,7 @@ def set_option(f: F) -> F:
 
 def scenario_sets(f: F) -> F:
     f = set_option(f)
-    return click.option("--steps", type=int, help="Shortcut for --set steps=N.")(f)
+    return click.option("--steps", type=int, help="Optimizer steps per run (a script: stop it after N).")(f)
 
 
 def shard_option(f: F) -> F:
@@ -142,11 +142,6 @@ def alloc_conf_option(f: F) -> F:
                         help="PYTORCH_CUDA_ALLOC_CONF for the worker, e.g. pinned_max_round_threshold_mb:64 (checked "
                              "against the worker's torch before any run; stored in the manifest); shortcut for "
                              "--set torch_alloc_conf=...")(f)
-
-
-def alloc_conf_sets(value: str | None) -> list[str]:
-    """--torch-alloc-conf as the --set it stands for (a TOML string: commas and colons kept as given)."""
-    return [] if value is None else [f"torch_alloc_conf={json.dumps(value)}"]
 
 
 def all_option(f: F) -> F:
@@ -172,11 +167,6 @@ def patch_option(who: str = "Apply") -> Callable[[F], F]:
 
 def fresh_option(f: F) -> F:
     return click.option("--fresh", is_flag=True, help="Start over: discard the runs a previous invocation left.")(f)
-
-
-def sets_of(overrides: tuple[str, ...], steps: int | None, *extra: str) -> list[str]:
-    """--set values plus the shortcuts, in the order scenario.load applies them."""
-    return [*overrides, *([f"steps={steps}"] if steps is not None else []), *extra]
 
 
 def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -262,18 +252,31 @@ def launch_command(args: tuple[str, ...], script: Path | None, argv: list[str]) 
     return list(after)
 
 
-def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None = "default",
-                       argv: list[str] | None = None, launcher: bool = False) -> tuple[str | None, list[str]]:
-    """(scenario reference, extra --set values) from [SCENARIO] or --script PATH [-- ARGS]: a script is a
-    scenario reference ending in .py whose arguments travel as script.args (rssprobe/config/script.py). With
-    `launcher` (run), `-- LAUNCHER ... train.py ARGS` is the user's own launch command (script.command). A word
-    before `--` beside a script is refused: it would silently become the script's first argument. `argv`: the
-    words as typed, where a library call knows them (else the context's, which cli.Group.invoke records)."""
+def scenario_spec(args: tuple[str, ...], script: Path | None, overrides: tuple[str, ...] = (),
+                  default: str | None = "default", argv: list[str] | None = None, launcher: bool = False,
+                  **options: Any) -> ScenarioSpec | None:
+    """The ScenarioSpec of [SCENARIO] or --script PATH [-- ARGS], the --set words and the typed `options`
+    (config/spec.py: steps, world_size, torch_alloc_conf, trim_at_end; None: not given); None when no scenario is
+    named and there is no default. A script is a scenario reference ending in .py whose arguments are the spec's
+    script_args. With `launcher` (run), `-- LAUNCHER ... train.py ARGS` is the user's own launch command
+    (script_command). A word before `--` beside a script is refused: it would silently become the script's first
+    argument. `argv`: the words as typed, where a library call knows them (else the context's, which
+    cli.Group.invoke records)."""
+    ref, script_args, command = _scenario_or_script(args, script, default, argv, launcher)
+    if ref is None:
+        return None
+    return ScenarioSpec(ref, tuple(overrides), script_args=script_args, script_command=command,
+                        **{k: v for k, v in options.items() if v is not None and v is not False})
+
+
+def _scenario_or_script(args: tuple[str, ...], script: Path | None, default: str | None, argv: list[str] | None,
+                        launcher: bool) -> tuple[str | None, tuple[str, ...] | None, tuple[str, ...] | None]:
+    """(scenario reference, the script's arguments, the user's launch command) of the words given."""
     argv = argv if argv is not None else _typed()
     command = launch_command(args, script, argv) if launcher and argv is not None else None
     if command is not None:
         path, script_args = split_command(command)
-        return path, [args_set(script_args), command_set(command)]
+        return path, tuple(script_args), tuple(command)
     before = _before_dash(args, argv)
     if script is None and args and args[0].endswith(".py"):  # rssprobe run train.py -- ARGS: the same
         script, args, before = Path(args[0]), args[1:], before[1:]
@@ -285,11 +288,11 @@ def scenario_or_script(args: tuple[str, ...], script: Path | None, default: str 
         ref = str(script)
         if not ref.endswith(".py"):
             raise UserError(f"--script {script}: a training script is a .py file")
-        return ref, [args_set(list(args))] if args else []
+        return ref, tuple(args) if args else None, None
     if len(args) > 1:
         raise UserError(f"unexpected arguments {' '.join(args[1:])!r}: a script's arguments follow "
                         "--script PATH --")
-    return (args[0] if args else default), []
+    return (args[0] if args else default), None, None
 
 
 def allow_different_scripts_option(f: F) -> F:

@@ -75,7 +75,7 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
     """Host RAM per rank and per node for a model on G GPUs (or R CPU ranks) per node, estimated; whether it
     fits the node's RAM, phase by phase, and what to provision."""
     data = estimate.run(estimate.Request(
-        scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=common_args.sets_of(overrides, steps),
+        scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=list(overrides), steps=steps,
         params=params, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
         accelerator=accelerator, stage=stage, offload_param=offload_param, node_ram=node_ram,
         calibration=calibration, calibrate=calibrate, fresh=fresh, allocator=allocator,

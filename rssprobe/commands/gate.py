@@ -61,13 +61,13 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
             junit_file: Path | None, fmt: str, force: bool, allow_different_scripts: bool,
             torch_alloc_conf: str | None, allow_undecided: bool, show_all: bool) -> None:
     """Decide pass / regression / undecided; exit 0 / 1 / 125 (SCENARIO may be --script PATH -- ARGS)."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
-    if scenario_opt and scenario_ref and scenario_opt != scenario_ref:
-        raise UserError(f"gate: two scenarios given ({scenario_ref}, {scenario_opt})")
+    spec = common_args.scenario_spec(args, script, overrides, default=scenario_opt,
+                                     torch_alloc_conf=torch_alloc_conf)
+    if scenario_opt and spec and scenario_opt != spec.ref:
+        raise UserError(f"gate: two scenarios given ({spec.ref}, {scenario_opt})")
     result = gate.gate(gate.GateRequest(
-        scenario_ref=scenario_ref or scenario_opt, reference=reference, candidate=candidate, run=do_run,
+        spec=spec, reference=reference, candidate=candidate, run=do_run,
         limits=limits, repeat=repeat, patched=patched, patches=list(patches), patch_files=list(patch_files),
-        sets=[*script_sets, *overrides, *common_args.alloc_conf_sets(torch_alloc_conf)],
         malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
         threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
         allow_different_scripts=allow_different_scripts, allow_undecided=allow_undecided))

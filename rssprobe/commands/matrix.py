@@ -63,21 +63,21 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
     """Run SCENARIO over the cartesian product of versions, patches and allocators; one table at the end.
 
     With --plan, run a plan file's base and its axes one at a time instead (docs in rssprobe/config/plan.py)."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
+    spec = common_args.scenario_spec(args, script, overrides, default=None, steps=steps,
+                                     torch_alloc_conf=torch_alloc_conf)
     if plan_file is not None:
-        if scenario_ref or torch_versions or ds_versions or tf_versions or acc_versions or patches or allocators \
+        if spec or torch_versions or ds_versions or tf_versions or acc_versions or patches or allocators \
                 or steps or overrides or python or torch_alloc_conf:
             raise click.UsageError("--plan declares the scenario, versions, patches and allocators; give only "
                                    "--out, --dry-run, --optional, --retry-failed, --fresh, --shard, --format and "
                                    "pip options")
         outcome = plan.run(load(plan_file), out, frozenset(with_optional), dry_run, retry_failed, fresh,
                            envs.pip_options(find_links, index_url), shard)
-    elif scenario_ref is None:
+    elif spec is None:
         raise click.UsageError("give SCENARIO or --plan FILE")
     else:
         outcome = matrix.run(matrix.MatrixRequest(
-            scenario_ref=scenario_ref,
-            sets=common_args.sets_of((*script_sets, *overrides), steps, *common_args.alloc_conf_sets(torch_alloc_conf)),
+            spec=spec,
             torch=list(torch_versions), deepspeed=list(ds_versions), transformers=list(tf_versions),
             accelerate=list(acc_versions), patches=list(patches),
             allocators=list(allocators), repeat=repeat, out=out, dry_run=dry_run, retry_failed=retry_failed,

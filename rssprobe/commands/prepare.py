@@ -21,6 +21,6 @@ from . import common_args
 def command(args: tuple[str, ...], script: Path | None, out: Path, world_size: int, overrides: tuple[str, ...],
             patched: bool, patches: tuple[str, ...]) -> None:
     """Prepare SCENARIO for an external multi-node launch into a shared directory."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script)
-    assert scenario_ref is not None
-    click.echo(multinode.prepare(scenario_ref, out, world_size, [*script_sets, *overrides], patched, list(patches)))
+    spec = common_args.scenario_spec(args, script, overrides, world_size=world_size)
+    assert spec is not None
+    click.echo(multinode.prepare(spec, out, patched, list(patches)))

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from ..reporters import show
-from ..run.group import TRIM_AT_END
 from ..workflows import run
 from . import common_args
 
@@ -32,14 +31,11 @@ def command(args: tuple[str, ...], script: Path | None, steps: int | None, overr
     """Run SCENARIO (a .toml file or a packaged name; default: default) in a fresh worker, or a DeepSpeed
     training script: --script train.py -- ARGS (its optimizer steps are the run's steps), or your own launch
     command: -- deepspeed|torchrun|accelerate launch|python ... train.py ARGS (every rank probed)."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script, launcher=True)
-    assert scenario_ref is not None
-    sets = common_args.sets_of([*script_sets, *overrides], steps,
-                               *([f"world_size={world_size}"] if world_size is not None else []),
-                               *([TRIM_AT_END] if trim_at_end else []),
-                               *common_args.alloc_conf_sets(torch_alloc_conf))
+    spec = common_args.scenario_spec(args, script, overrides, launcher=True, steps=steps, world_size=world_size,
+                                     trim_at_end=trim_at_end, torch_alloc_conf=torch_alloc_conf)
+    assert spec is not None
     started = run.start(run.Start(
-        scenario_ref=scenario_ref, sets=sets, out=out, baseline=baseline, patched=patched, patches=list(patches),
+        spec=spec, out=out, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
         label=label, memray=use_memray, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)))
     show.view(started.view.kind, started.view.data, "terminal", log_tail=started.view.log_tail)

@@ -12,7 +12,7 @@ from ..campaign import scale
 from ..errors import UserError
 from ..log import say
 from ..reporters import show
-from ..run.group import TRIM_AT_END, Start
+from ..run.group import Start
 from . import common_args
 
 
@@ -42,23 +42,19 @@ def command(args: tuple[str, ...], script: Path | None, params_text: str | None,
             shard: str | None, fmt: str, torch_alloc_conf: str | None) -> None:
     """Run SCENARIO at each size of --params (fresh processes) and fit bytes = fixed + slope x params; or a
     training script at each value of its own size option: --script train.py --size-arg layers=1,2,4 -- ARGS."""
-    scenario_ref, script_sets = common_args.scenario_or_script(args, script, default=None)
-    if scenario_ref is None:
+    spec = common_args.scenario_spec(args, script, overrides, default=None, steps=steps, world_size=world_size,
+                                     trim_at_end=True, torch_alloc_conf=torch_alloc_conf)
+    if spec is None:
         raise UserError("scale: name a SCENARIO, or --script train.py")
-    is_script = scenario_ref.endswith(".py")
+    is_script = spec.ref.endswith(".py")
     if (params_text is None) == (size_arg is None) or (size_arg is not None) != is_script:
         raise UserError("scale: give --params N,N,... (a scenario's sizes) or, for a script, --size-arg NAME=V,V,... "
                         "(its own size option); one of them")
     sizes = scale.SizeArg.parse(size_arg) if size_arg is not None else scale.parse_sizes(params_text or "")
-    script_args = list(args[1:] if script is None else args) if is_script else []
-    sets = common_args.sets_of([*script_sets, *overrides], steps,
-                               *([f"world_size={world_size}"] if world_size is not None else []), TRIM_AT_END,
-                               *common_args.alloc_conf_sets(torch_alloc_conf))
     outcome = scale.sweep(sizes, Start(
-        scenario_ref=scenario_ref, sets=sets, baseline=baseline, patched=patched, patches=list(patches),
+        spec=spec, baseline=baseline, patched=patched, patches=list(patches),
         patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard,
-        script_args)
+        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard)
     show.scale(outcome.data, fmt)
     if trim_at_end:  # said once the sweep is done, so that no note stands before an error
         say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")

@@ -391,7 +391,24 @@ BARE_WORD = re.compile(r"[A-Za-z0-9_.+\-/:@]*")  # an unquoted string a --set ma
 REPLACES = {"model.params": "model.layers", "model.layers": "model.params"}
 
 
+def _put(out: dict[str, Any], key: str, value: Any, label: str) -> None:
+    """Set the dotted `key` of a raw scenario to `value` (a sizing key clears the one it replaces)."""
+    if key in REPLACES:
+        table, _, other = REPLACES[key].partition(".")
+        if isinstance(out.get(table), dict):
+            out[table].pop(other, None)
+    parts = key.split(".")
+    node = out
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise UserError(f"{label}: {key}: {part} is not a table")
+        node = child
+    node[parts[-1]] = value
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> dict[str, Any]:
+    """The user's own `--set KEY=VALUE` words applied (each value parsed as one TOML value)."""
     out = copy.deepcopy(raw)
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -399,18 +416,16 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> di
             raise UserError(f"--set {item!r}: expected key=value")
         if not KEY.fullmatch(key.strip()):
             raise UserError(f"--set {item!r}: {key.strip()!r} is not a key (names and dots: zero.stage)")
-        if key.strip() in REPLACES:
-            table, _, other = REPLACES[key.strip()].partition(".")
-            if isinstance(out.get(table), dict):
-                out[table].pop(other, None)
-        parts = key.strip().split(".")
-        node = out
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise UserError(f"{label}: {key}: {part} is not a table")
-            node = child
-        node[parts[-1]] = _parse_value(value.strip(), item)
+        _put(out, key.strip(), _parse_value(value.strip(), item), label)
+    return out
+
+
+def apply_values(raw: dict[str, Any], values: dict[str, Any], label: str) -> dict[str, Any]:
+    """Typed values (config/spec.py: --steps, --world-size, --params, ...) set at their dotted keys as they are:
+    never written out as text and parsed again. A script run's `steps` is its script.stop_after."""
+    out = copy.deepcopy(raw)
+    for key, value in values.items():
+        _put(out, "script.stop_after" if key == "steps" and out.get("script") else key, value, label)
     return out
 
 
@@ -427,8 +442,15 @@ def validate(raw: dict[str, Any], label: str) -> Scenario:
     return scen
 
 
-def load(ref: str = "default", overrides: list[str] | None = None) -> Scenario:
-    label, raw = _read(ref)
+def from_raw(raw: dict[str, Any], label: str, overrides: list[str] | None = None,
+             values: dict[str, Any] | None = None) -> Scenario:
+    """A raw scenario with the user's --set words, then the command's typed values, applied and validated."""
     if raw.get("script"):
         overrides = check_overrides(overrides or [], label)
-    return validate(apply_overrides(raw, overrides or [], label), label)
+    return validate(apply_values(apply_overrides(raw, overrides or [], label), values or {}, label), label)
+
+
+def load(ref: str = "default", overrides: list[str] | None = None, values: dict[str, Any] | None = None) -> Scenario:
+    """Scenario `ref` (a .toml path, a packaged name or a .py script) with --set words and typed values applied."""
+    label, raw = _read(ref)
+    return from_raw(raw, label, overrides, values)

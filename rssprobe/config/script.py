@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import stat
 import tokenize
@@ -98,24 +97,6 @@ def check_overrides(overrides: list[str], label: str) -> list[str]:
                             "and patches.*")
         out.append("script.stop_after" + item[len(key):] if key == "steps" else item)
     return out
-
-
-def _toml_strings(words: list[str]) -> str:
-    """A TOML array of basic strings carrying the words exactly."""
-    def one(arg: str) -> str:
-        return json.dumps(arg, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-    return f"[{', '.join(one(a) for a in words)}]"
-
-
-def args_set(args: list[str]) -> str:
-    """A `--set script.args=[...]` value carrying the arguments exactly (a TOML array of basic strings)."""
-    return f"script.args={_toml_strings(args)}"
-
-
-def command_set(command: list[str]) -> str:
-    """A `--set script.command=[...]` value: the user's own launch command line, exactly."""
-    return f"script.command={_toml_strings(command)}"
 
 
 def split_command(command: list[str]) -> tuple[str, list[str]]:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import overlay, patchsets, scenario
+from ..config import overlay, patchsets
+from ..config.spec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError
@@ -22,12 +23,8 @@ from ..store.rundir import GroupDir
 from . import envs, launch, preflight
 from .progress import RunProgress
 
-__all__ = ["STEADY_MALLOC_ENV", "TRIM_AT_END", "Start", "build_request", "exit_code", "order", "rerun_argv",
+__all__ = ["STEADY_MALLOC_ENV", "Start", "build_request", "exit_code", "order", "rerun_argv",
            "run_group", "run_groups", "run_one"]
-
-# end every run of a comparison with malloc_trim(0): RSS after it is a low-noise figure (--trim-at-end)
-TRIM_AT_END = "probes.trim_at_end=true"
-
 
 def exit_code(status: str) -> int:
     return {Status.OK: 0, Status.INTERRUPTED: EXIT_INTERRUPTED}.get(status, 1)
@@ -87,22 +84,22 @@ def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | No
             group.release()
 
 
-def rerun_argv(ref: str, sets: list[str], patches: list[str], repeat: int, out: Path, env_name: str | None,
+def rerun_argv(spec: ScenarioSpec, patches: list[str], repeat: int, out: Path, env_name: str | None,
                python: str, allocator: str = "glibc", malloc_env: dict[str, str] | None = None) -> list[str]:
-    """The `rssprobe run` command line that reproduces one group started by a campaign."""
-    argv = ["rssprobe", "run", ref, *[a for s in sets for a in ("--set", s)], "--trim-at-end",
-            "--allocator", allocator, "--repeat", str(repeat), "--out", str(out)]
-    argv += [a for p in patches for a in ("--patch", p)]
-    argv += [a for k, v in (malloc_env or {}).items() for a in ("--malloc-env", f"{k}={v}")]
-    return argv + (["--env", env_name] if env_name else ["--python", python])
+    """The `rssprobe run` command line that reproduces one group started by a campaign (every campaign run
+    ends with malloc_trim(0): RSS after it is a low-noise figure)."""
+    options = ["--allocator", allocator, "--repeat", str(repeat), "--out", str(out),
+               *[a for p in patches for a in ("--patch", p)],
+               *[a for k, v in (malloc_env or {}).items() for a in ("--malloc-env", f"{k}={v}")],
+               *(["--env", env_name] if env_name else ["--python", python])]
+    return ["rssprobe", "run", *spec.with_(trim_at_end=True).argv(*options)]
 
 
 @dataclass
 class Start:
     """What `rssprobe run` (and `scale`, per size) was asked for."""
 
-    scenario_ref: str
-    sets: list[str]
+    spec: ScenarioSpec
     out: Path | None = None
     baseline: bool = False
     patched: bool = False
@@ -120,7 +117,7 @@ class Start:
 
 def build_request(s: Start) -> launch.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
-    scen = scenario.load(s.scenario_ref, s.sets)
+    scen = s.spec.load()
     preflight.check_machine(scen, s.out or runs_root())
     patch_label, specs = patchsets.resolve(scen, s.baseline, s.patched, s.patches)
     overlay.read_diffs(s.patch_files)  # a diff that cannot be used fails before a run directory exists
@@ -132,6 +129,6 @@ def build_request(s: Start) -> launch.RunRequest:
     worker_python, env_name = envs.resolve_python(s.env_ref, s.python, log=say)
     preflight.check_alloc_conf(scen.torch_alloc_conf, worker_python)  # before a directory (run, scale) is written
     argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
-    return launch.RunRequest(scenario=scen, scenario_ref=s.scenario_ref, label=s.label or patch_label,
+    return launch.RunRequest(scenario=scen, scenario_ref=s.spec.ref, label=s.label or patch_label,
                              patches=specs, allocator=s.allocator, malloc_env=s.malloc_env, out=s.out,
                              patch_files=s.patch_files, memray=s.memray, python=worker_python, command=argv)

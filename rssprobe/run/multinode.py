@@ -9,17 +9,18 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ..config import patchsets, scenario
+from ..config import patchsets
+from ..config.spec import ScenarioSpec
 from ..contract import TORCH_ALLOC_CONF_ENV
 from . import environment, launch
 
 
-def prepare(scenario_ref: str, out: Path, world_size: int, sets: list[str], patched: bool,
-            patches: list[str]) -> str:
-    """Prepare the run directory; the instructions for starting the ranks on every node."""
-    scen = scenario.load(scenario_ref, [*sets, f"world_size={world_size}"])
+def prepare(spec: ScenarioSpec, out: Path, patched: bool, patches: list[str]) -> str:
+    """Prepare the run directory (spec.world_size: the ranks over all nodes); how to start them on every node."""
+    scen = spec.load()
+    world_size = scen.world_size
     label, specs = patchsets.resolve(scen, False, patched, patches)
-    prepared = launch.prepare(launch.RunRequest(scenario=scen, scenario_ref=scenario_ref, label=label,
+    prepared = launch.prepare(launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=label,
                                                 patches=specs, out=out))
     env = prepared.env
     run_dir = shlex.quote(str(prepared.run_dir.path.resolve()))

@@ -22,6 +22,7 @@ for the Linear stack), said in the output. On CUDA the recorded H200 sweep ships
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -36,15 +37,16 @@ from ..analysis import estimate as arithmetic
 from ..analysis.pinrule import KEYS_SINCE, Rule
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import scale
-from ..config import hfconfig, knownmodels, modelshape, patchsets, scenario, torch_alloc_conf
+from ..config import hfconfig, knownmodels, modelshape, patchsets, torch_alloc_conf
 from ..config.scenario import Scenario
 from ..config.sizes import format_count
+from ..config.spec import ScenarioSpec
 from ..contract import PIN_REGISTER, parse
 from ..errors import UserError
 from ..log import say
 from ..run import dsinfo, memlimits, preflight
 from ..run.envs import resolve_python
-from ..run.group import TRIM_AT_END, Start
+from ..run.group import Start
 from ..store import layout, reader
 from ..store.writer import now_iso, write_json_atomic
 
@@ -81,7 +83,8 @@ class Request:
     """What `rssprobe estimate` was asked for (None: not given)."""
 
     scenario_ref: str | None = None
-    sets: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)  # the user's --set words
+    steps: int | None = None
     params: float | None = None
     ranks_per_node: int | None = None
     gpus_per_node: int | None = None
@@ -150,16 +153,21 @@ def question(req: Request) -> Question:
     raise UserError("how many ranks a node? --gpus-per-node G (CUDA) or --ranks-per-node R --accelerator cpu")
 
 
-def _stage_sets(req: Request) -> list[str]:
-    """--stage and --offload-param as the --set values they stand for."""
+def _zero_options(req: Request) -> dict[str, Any]:
+    """--stage and --offload-param as the spec's typed options (config/spec.py)."""
     if req.stage is not None and req.stage not in (1, 2, 3):
         raise UserError(f"--stage {req.stage}: ZeRO stages are 1, 2 and 3")
     if req.offload_param and req.stage is not None and req.stage < 3:
         raise UserError(f"--offload-param: parameters are offloaded at ZeRO stage 3 only (--stage {req.stage})")
-    out = [f"zero.stage={req.stage}"] if req.stage is not None else []
-    if req.offload_param or (req.stage == 3 and req.offload_param is None):
-        out.append('zero.offload_param="cpu"')
-    return out
+    offload = req.offload_param or (req.stage == 3 and req.offload_param is None)
+    return {"stage": req.stage, "offload_param": "cpu" if offload else None}
+
+
+def target_spec(req: Request) -> ScenarioSpec:
+    """The target as asked: its scenario (a known model's or config.json's name when it is not a file), the user's
+    --set words, and --steps, --params, --stage, --offload-param as typed values."""
+    return ScenarioSpec(req.scenario_ref or req.model or str(req.hf_config), tuple(req.sets), steps=req.steps,
+                        params=req.params or None, **_zero_options(req))
 
 
 def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape, str]:
@@ -171,7 +179,7 @@ def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape, str]:
     if len(given) != 1:
         raise UserError("which model? a SCENARIO, --model NAME (rssprobe estimate --help lists them) or --hf-config "
                         "PATH" if not given else f"{' and '.join(given)}: give one model")
-    sets = [*req.sets, *_stage_sets(req), *([f"model.params={req.params!r}"] if req.params else [])]
+    spec = target_spec(req)
     if req.model is not None or req.hf_config is not None:
         if req.model is not None:
             known = knownmodels.load(req.model)
@@ -183,9 +191,9 @@ def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape, str]:
             raw = knownmodels.raw_scenario(stem, hf, f"{req.hf_config}")
             origin = f"{req.hf_config}" + (f" (not shapes, left out: {', '.join(dropped)})" if dropped else "")
         label = req.model or str(req.hf_config)
-        scen = scenario.validate(scenario.apply_overrides(raw, sets, label), label)
+        scen = spec.apply(raw, label)
     else:
-        scen = scenario.load(req.scenario_ref or "", sets)
+        scen = spec.load()
         origin = f"scenario {req.scenario_ref}"
     if scen.script is not None:
         raise UserError(f"{req.scenario_ref}: a script builds its own model; estimate takes a scenario")
@@ -224,9 +232,8 @@ def _shape_key(scen: Scenario) -> dict[str, Any]:
 class Plan:
     """How the calibration is made: which scenario (the target's, or its proxy), and its runs."""
 
-    ref: str
+    spec: ScenarioSpec
     scen: Scenario
-    sets: list[str]
     repeat: int
     ranks: int
     steps: int
@@ -246,15 +253,18 @@ def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
     steps = req.calibration_steps or CALIBRATION_STEPS
     _number("--calibration-steps", steps, 2)
     _number("--calibration-ranks", cal_ranks, 1)
-    base_sets = [s for s in req.sets if s.split("=", 1)[0].strip() not in ("model.params", "model.layers")]
-    sets = [*base_sets, *_stage_sets(req), f"steps={steps}", f"world_size={cal_ranks}", TRIM_AT_END]
-    ref, proxy, cal_scen = req.scenario_ref, None, scen
-    if ref is None or (req.calibration_params is None and min(calibration_sizes(scen)) > PROXY_ABOVE):
+    def user_sets(*drop: str) -> tuple[str, ...]:  # the user's --set words but those of the keys given
+        return tuple(s for s in req.sets if not s.split("=", 1)[0].strip().startswith(drop))
+
+    spec = ScenarioSpec(req.scenario_ref or "", user_sets("model.params", "model.layers"), steps=steps,
+                        world_size=cal_ranks, trim_at_end=True, **_zero_options(req))
+    proxy, cal_scen = None, scen
+    if req.scenario_ref is None or (req.calibration_params is None and min(calibration_sizes(scen)) > PROXY_ABOVE):
         proxy = PROXY[scen.model.kind]
-        ref, cal_scen = proxy, scenario.load(proxy, [s for s in sets if not s.startswith("model.")])
-        sets = [s for s in sets if not s.startswith("model.")]
+        spec = dataclasses.replace(spec, ref=proxy, sets=user_sets("model."))
+        cal_scen = spec.load()
     sizes = list(req.calibration_params) if req.calibration_params else calibration_sizes(cal_scen)
-    return Plan(ref, cal_scen, sets, repeat, cal_ranks, steps, sizes, proxy)
+    return Plan(spec, cal_scen, repeat, cal_ranks, steps, sizes, proxy)
 
 
 def calibration_key(req: Request, plan: Plan, info: contract.DeepSpeedInfo, python: str,
@@ -312,7 +322,7 @@ def calibrate(req: Request, plan: Plan, key: dict[str, Any], patches: list[str])
         say(f"calibrating {plan.scen.name} on this machine: {len(plan.sizes)} sizes x {plan.repeat} run(s), "
             f"{plan.steps} steps each, {plan.ranks} rank(s), into {directory}")
         outcome = scale.sweep(plan.sizes, Start(
-            scenario_ref=plan.ref, sets=plan.sets, patches=patches, allocator=req.allocator,
+            spec=plan.spec, patches=patches, allocator=req.allocator,
             malloc_env=req.malloc_env, repeat=plan.repeat, env_ref=req.env_ref, python=req.python,
             argv=req.argv), directory, req.fresh)
         if outcome.exit_code == contract.EXIT_INTERRUPTED:
@@ -442,7 +452,7 @@ def run(req: Request) -> dict[str, Any]:
         _rule(versions.get("torch"), req.torch_alloc_conf)
     else:  # the calibration's runs are checked (steps against the time-out, the machine) before anything
         plan = calibration_plan(req, scen, ranks)
-        scale.size_scenarios(plan.ref, plan.sets, plan.sizes)
+        scale.size_scenarios(plan.spec, plan.sizes)
     python, _env = resolve_python(req.env_ref, req.python, log=say)
     preflight.check_alloc_conf(req.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,

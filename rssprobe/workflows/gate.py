@@ -18,6 +18,7 @@ from ..analysis.compare import Side, check_limits, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..config import overlay, patchsets, scenario
 from ..config.limits import load_limits
+from ..config.spec import ScenarioSpec
 from ..errors import UserError
 from ..run import group as groups
 from ..run import launch, preflight
@@ -26,7 +27,7 @@ from ..store import campaign, outputs
 
 @dataclass
 class GateRequest:
-    scenario_ref: str | None = None
+    spec: ScenarioSpec | None = None  # the scenario a gate --run (or --limits without --candidate) runs
     reference: str | None = None
     candidate: str | None = None
     run: bool = False
@@ -35,7 +36,6 @@ class GateRequest:
     patched: bool = False
     patches: list[str] = field(default_factory=list)
     patch_files: list[Path] = field(default_factory=list)
-    sets: list[str] = field(default_factory=list)
     malloc_env: dict[str, str] = field(default_factory=dict)
     metrics: tuple[str, ...] = ()
     threshold: float = stats.THRESHOLD
@@ -60,9 +60,9 @@ class GateResult:
         return verdicts.exit_code(self.verdict)
 
 
-def _group(g: GateRequest, scen: scenario.Scenario, label: str, specs: list[str],
+def _group(g: GateRequest, scen: scenario.Scenario, ref: str, label: str, specs: list[str],
            patch_files: list[Path] | None = None) -> Side:
-    req = launch.RunRequest(scenario=scen, scenario_ref=g.scenario_ref or "", label=label, patches=specs,
+    req = launch.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs,
                             malloc_env=g.malloc_env, patch_files=list(patch_files or []))
     group, _statuses = groups.run_group(req, g.repeat)
     return Side.load(str(group.path))
@@ -75,19 +75,19 @@ def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path
     preflight.check_sites(scen, specs, overlay=bool(patch_files))
 
 
-def _against_limits(g: GateRequest, sets: list[str]) -> GateResult:
+def _against_limits(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
     assert g.limits is not None
     ceilings = load_limits(g.limits)
     if g.candidate:
         side = Side.load(g.candidate)
         check_metrics(f"{g.limits}:", list(ceilings), [side])  # misspelt is unknown, not "not measured" (undecided)
-    elif g.scenario_ref:
-        scen = scenario.load(g.scenario_ref, sets)
+    elif spec is not None:
+        scen = spec.load()
         for metric in ceilings:  # before minutes of training, not after
             metrics.check(f"{g.limits}:", metric, scen)
         label, specs = patchsets.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
         _preflight(scen, specs, g.patch_files)
-        side = _group(g, scen, label, specs, g.patch_files)
+        side = _group(g, scen, spec.ref, label, specs, g.patch_files)
     else:
         raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
     verdict, checks, problems = check_limits(side, ceilings)
@@ -110,15 +110,15 @@ def _sweeps(g: GateRequest) -> GateResult:
     return GateResult("sweeps", result["verdict"], result, cases + _problems(result))
 
 
-def _against_reference(g: GateRequest, sets: list[str]) -> GateResult:
+def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
     if g.reference and g.candidate and "scale" in (campaign.kind_of(Path(g.reference)),
                                                    campaign.kind_of(Path(g.candidate))):
         return _sweeps(g)
     if g.reference and g.candidate:
         a, b = Side.load(g.reference), Side.load(g.candidate)
         check_metrics("--metric", g.metrics, [a, b])
-    elif g.run and g.scenario_ref:
-        scen = scenario.load(g.scenario_ref, sets)
+    elif g.run and spec is not None:
+        scen = spec.load()
         for pattern in g.metrics:  # before minutes of training, not after
             metrics.check("--metric", pattern, scen)
         use_set = g.patched or not (g.patches or g.patch_files)  # default candidate: the scenario's patch set
@@ -126,7 +126,7 @@ def _against_reference(g: GateRequest, sets: list[str]) -> GateResult:
         if g.patch_files:
             label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
         _preflight(scen, specs, g.patch_files)  # both sides, before the baseline runs for minutes
-        reqs = [launch.RunRequest(scenario=scen, scenario_ref=g.scenario_ref, label=name, patches=patches,
+        reqs = [launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=name, patches=patches,
                                   malloc_env=g.malloc_env, patch_files=files)
                 for name, patches, files in ((patchsets.BASELINE, [], []), (label, specs, list(g.patch_files)))]
         # measured alternately, run by run: drift of the machine must not pass for a difference
@@ -163,7 +163,7 @@ def check_decidable(repeat: int, alpha: float) -> None:
 
 def note_inputs(g: GateRequest) -> None:
     """What the gate reads, named before anything is written (store/outputs.py: nothing lands over or in them)."""
-    for given in (g.reference, g.candidate, g.scenario_ref, g.limits, *g.patch_files):
+    for given in (g.reference, g.candidate, g.spec.ref if g.spec else None, g.limits, *g.patch_files):
         if given is not None and os.path.exists(given):
             outputs.note(given)
 
@@ -175,5 +175,5 @@ def gate(g: GateRequest) -> GateResult:
         check_writable(g.junit_file, "--junit")
     if g.run and g.limits is None and not g.allow_undecided:
         check_decidable(g.repeat, g.alpha)
-    sets = [*g.sets, groups.TRIM_AT_END]
-    return _against_limits(g, sets) if g.limits is not None else _against_reference(g, sets)
+    spec = g.spec.with_(trim_at_end=True) if g.spec else None
+    return _against_limits(g, spec) if g.limits is not None else _against_reference(g, spec)

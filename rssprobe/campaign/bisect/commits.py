@@ -31,7 +31,7 @@ def _side_mean(group: Path, metric: str) -> float | None:
 
 def bisect_commits(runner: Runner, src: Path, good: str, bad: str, torch: str | None, limits: Path | None,
                    limit: float | None, keep_envs: bool, pip: tuple[str, ...]) -> Outcome:
-    metric, ref, sets, repeat = runner.metric, runner.ref, runner.sets, runner.repeat
+    metric, spec, repeat = runner.metric, runner.spec, runner.repeat
     good_c, bad_c = git.commit(src, good), git.commit(src, bad)
     torch = torch or host.package_version("torch")
     runs = runner.root / "runs"
@@ -45,15 +45,15 @@ def bisect_commits(runner: Runner, src: Path, good: str, bad: str, torch: str | 
     else:  # against the good revision's figure: a significant increase is bad
         env = envs.create(envs.EnvSpec.parse([f"torch=={torch}", f"deepspeed={src}@{good_c}"]), pip, say)
         if not GroupDir.is_group(runs / good_c):
-            argv = groups.rerun_argv(ref, sets, [], repeat, runs / good_c, env.name, env.python,
+            argv = groups.rerun_argv(spec, [], repeat, runs / good_c, env.name, env.python,
                                      malloc_env=runner.malloc_env)
-            req = launch.RunRequest(scenario=runner.scen, scenario_ref=ref, label=good_c[:10], python=env.python,
+            req = launch.RunRequest(scenario=runner.scen, scenario_ref=spec.ref, label=good_c[:10], python=env.python,
                                     out=runs / good_c, malloc_env=runner.malloc_env, command=argv)
             probes.run_group(req, repeat)
         check = ["--reference", str(runs / good_c), "--metric", metric, "--threshold", str(runner.threshold),
                  "--alpha", str(runner.alpha)]
     script = git.step_script(runner.root / "step.sh", rssprobe=[sys.executable, "-m", "rssprobe"], cwd=Path.cwd(),
-                             runs=runs, torch=torch, source=src, scenario=ref, sets=sets, repeat=repeat,
+                             runs=runs, torch=torch, source=src, spec=spec, repeat=repeat,
                              check=check, pip=pip, malloc_env=runner.malloc_env)
     say(f"git bisect run {script} in a temporary worktree of {src}")
     outcome = git.run(src, good_c, bad_c, [str(script)], log=say)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...config.spec import ScenarioSpec
 from ...errors import UserError
 
 FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)
@@ -84,8 +85,8 @@ out={runs}/$rev
 cd {cwd} || exit 128
 {rssprobe} env create {torch} {source}"@$rev" {pip} >&2 || exit 125  # cannot build it: skip
 rm -rf "$out"
-{rssprobe} run {scenario} {sets} --trim-at-end --repeat {repeat} --out "$out" --env {torch}" "{source}"@$rev" \\
-    {malloc} >&2
+{rssprobe} run {scenario} --repeat {repeat} --out "$out" --env {torch}" "{source}"@$rev" \\
+    {malloc} {tail} >&2
 case $? in 130|143) exit 128;; esac  # Ctrl-C or SIGTERM: stop bisecting
 {rssprobe} gate --candidate "$out" {check}
 code=$?
@@ -95,14 +96,16 @@ exit $code
 
 
 def step_script(path: Path, *, rssprobe: list[str], cwd: Path, runs: Path, torch: str, source: Path,
-                scenario: str, sets: list[str], repeat: int, check: list[str], pip: tuple[str, ...],
+                spec: ScenarioSpec, repeat: int, check: list[str], pip: tuple[str, ...],
                 malloc_env: dict[str, str] | None = None) -> Path:
     """Write the per-commit script (build an env for the revision, run, gate) and make it executable."""
     q = shlex.quote
+    words, tail = spec.with_(trim_at_end=True).words()
     path.write_text(STEP.format(
         runs=q(str(runs)), cwd=q(str(cwd)), rssprobe=" ".join(q(a) for a in rssprobe), torch=q(f"torch=={torch}"),
-        source=q(f"deepspeed={source}"), pip=" ".join(q(a) for a in pip), scenario=q(scenario),
-        sets=" ".join(f"--set {q(s)}" for s in sets), repeat=repeat, check=" ".join(q(a) for a in check),
+        source=q(f"deepspeed={source}"), pip=" ".join(q(a) for a in pip),
+        scenario=" ".join(q(w) for w in words), tail=" ".join(q(w) for w in tail), repeat=repeat,
+        check=" ".join(q(a) for a in check),
         malloc=" ".join(f"--malloc-env {q(f'{k}={v}')}" for k, v in (malloc_env or {}).items())))
     path.chmod(0o755)
     return path

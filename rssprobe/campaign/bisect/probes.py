@@ -17,6 +17,7 @@ from ...analysis import answers, metrics, stats
 from ...analysis.compare import Side, compare
 from ...analysis.summary import summarise
 from ...config import scenario
+from ...config.spec import ScenarioSpec
 from ...errors import UserError
 from ...log import say
 from ...run import group as groups
@@ -47,8 +48,7 @@ class Runner:
 
     root: Path
     scen: scenario.Scenario
-    ref: str
-    sets: list[str]
+    spec: ScenarioSpec
     repeat: int
     metric: str
     threshold: float
@@ -63,7 +63,7 @@ class Runner:
     def open(self, definition: dict[str, Any], fresh: bool) -> None:
         """Check the metric, then claim the directory: reuse it for the same bisect, refuse another."""
         metrics.check("--metric", self.metric, self.scen)
-        definition = {**definition, "scenario": self.ref, "sets": self.sets, "repeat": self.repeat,
+        definition = {**definition, **self.spec.identity(), "repeat": self.repeat,
                       "malloc_env": self.malloc_env}
         resumed = (self.root / layout.BISECT_DEFINITION).is_file() and not fresh
         self.campaign = Campaign.open(self.root, "bisect", definition, fresh)
@@ -81,9 +81,9 @@ class Runner:
         rel = f"{key}/{layout.bisect_round(len(rounds) + 1)}"
 
         def run(out: Path) -> list[str]:
-            argv = groups.rerun_argv(self.ref, self.sets, patches, self.repeat, out, python[1], python[0],
+            argv = groups.rerun_argv(self.spec, patches, self.repeat, out, python[1], python[0],
                                      malloc_env=self.malloc_env)
-            req = launch.RunRequest(scenario=self.scen, scenario_ref=self.ref, label=label, patches=patches,
+            req = launch.RunRequest(scenario=self.scen, scenario_ref=self.spec.ref, label=label, patches=patches,
                                     malloc_env=self.malloc_env, python=python[0], out=out, command=argv)
             return GroupDir(run_group(req, self.repeat)).statuses()
 

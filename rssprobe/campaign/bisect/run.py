@@ -6,13 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...analysis import metrics, stats
-from ...config import scenario
 from ...config.limits import load_limits
+from ...config.spec import ScenarioSpec
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
 from ...run import envs, host, preflight
-from ...run.group import TRIM_AT_END
 from ...store import layout, outputs
 from ..matrix import Outcome
 from . import git
@@ -24,7 +23,7 @@ from .versions import bisect_versions
 
 @dataclass
 class BisectRequest:
-    scenario_ref: str = "default"
+    spec: ScenarioSpec = field(default_factory=lambda: ScenarioSpec("default"))
     deepspeed: list[str] = field(default_factory=list)
     torch: list[str] = field(default_factory=list)
     transformers: list[str] = field(default_factory=list)  # releases, or a local clone's PATH[@REV]
@@ -41,7 +40,6 @@ class BisectRequest:
     retries: int = 3
     threshold: float = stats.THRESHOLD
     alpha: float = stats.ALPHA
-    sets: list[str] = field(default_factory=list)
     out: Path | None = None
     fresh: bool = False
     keep_envs: bool = False
@@ -55,7 +53,7 @@ def bisect(b: BisectRequest) -> Outcome:
     """Validate everything that can be checked without a run, then run the chosen bisect; its exit code."""
     if b.deepspeed_src is not None:  # the user's checkout: nothing this bisect writes lands in it
         outputs.note(b.deepspeed_src)
-    scen = scenario.load(b.scenario_ref, [*b.sets, TRIM_AT_END])
+    scen = b.spec.with_(trim_at_end=True).load()
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     ds, torch = b.deepspeed, b.torch
     envs.check_versions("--deepspeed", ds)
@@ -73,7 +71,7 @@ def bisect(b: BisectRequest) -> Outcome:
             metrics.check(f"{b.limits}:", name, scen)
 
     def runner(root: Path) -> Runner:
-        return Runner(root, scen, b.scenario_ref, b.sets, b.repeat, b.metric, b.threshold, b.alpha, b.malloc_env,
+        return Runner(root, scen, b.spec, b.repeat, b.metric, b.threshold, b.alpha, b.malloc_env,
                       None if b.direction == "auto" else "down" if b.direction == "down" else "up")
 
     if b.deepspeed_src is not None:
