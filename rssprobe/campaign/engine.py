@@ -24,6 +24,7 @@ import hashlib
 import json
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,10 @@ from typing import Any
 
 from ..contract.status import Status
 from ..errors import UserError
+from ..log import say
 from ..run import group as run_groups
 from ..run.launch import RunRequest
+from ..run.progress import CampaignProgress
 from ..store import campaign as index_file
 from ..store import claim, layout, outputs
 from ..store.judgement import ENDED
@@ -103,6 +106,19 @@ class Ensured:
 
 # runs one group into its (absent) directory; returns the runs' statuses
 RunGroup = Callable[[Path], list[str]]
+
+
+@dataclass
+class Cell:
+    """One group a campaign's cell loop runs: its index key, its runs, what the progress bar says while it runs,
+    and how it starts: its group directory -> the run request, and the index fields recorded as it starts (the
+    environment built for it, its Python). A UserError from `start` (an environment that cannot be built) fails
+    this cell only."""
+
+    key: str
+    repeat: int
+    text: str
+    start: Callable[[Path], tuple[RunRequest, dict[str, Any]]]
 
 
 class Campaign:
@@ -214,6 +230,55 @@ class Campaign:
         return Ensured(key, judged, reused=False, interrupted=Status.INTERRUPTED in ran or Status.INTERRUPTED in judged)
 
 
+    def run_cells(self, cells: list[Cell], title: str, retry_failed: bool = False) -> bool:
+        """THE cell loop of matrix and plan: each cell of this shard reused when finished (with --retry-failed,
+        run again unless every run was ok), else run whole, its status and statuses kept in the index as it
+        goes; one progress bar over the runs with the time left. True if interrupted (Ctrl-C)."""
+        mine = [cell for cell in cells if self.owns(cell.key)]
+        total = sum(cell.repeat for cell in mine)
+        bar = CampaignProgress(total, f"{title} {self.directory.name}" + (f" (shard {self.shard})" if self.shard
+                                                                          else ""))
+        seconds: list[float] = []
+        done = skipped = 0
+        for cell in mine:
+            started = time.monotonic()
+
+            def run(group_dir: Path, cell: Cell = cell, done: int = done, seconds: list[float] = seconds
+                    ) -> list[str]:
+                bar.show(done, cell.text, seconds)
+                req, fields = cell.start(group_dir)
+                self.update(cell.key, status=Status.RUNNING, group=str(group_dir), error=None, **fields)
+                return run_group(req, cell.repeat)
+
+            try:
+                got = self.ensure(cell.key, cell.repeat, run, retry_failed)
+            except UserError as e:
+                say(f"cell {cell.key} failed: {e}")
+                self.update(cell.key, status=Status.FAILED, error=str(e), wall_s=time.monotonic() - started)
+                done += cell.repeat
+                continue
+            seconds += run_seconds(self.directory / cell.key)
+            done += cell.repeat
+            if got.reused:
+                skipped += 1
+                self.update(cell.key, status=got.status, statuses=got.statuses)
+                continue
+            self.update(cell.key, status=got.status, statuses=got.statuses, wall_s=time.monotonic() - started,
+                        error=None if got.status == Status.DONE else
+                        f"runs ended {', '.join(got.statuses) or 'before a run'}")
+            if got.status == Status.INTERRUPTED:
+                return True
+        bar.show(total, "finished" + (f" ({skipped} finished cells skipped)" if skipped else ""), seconds)
+        return False
+
+
+def run_seconds(group_dir: Path) -> list[float]:
+    """Wall time of each ended run of a group, from its manifest's start and end."""
+    if not GroupDir.is_group(group_dir):
+        return []
+    return [s for run in GroupDir(group_dir).runs() if (s := run.wall_seconds()) is not None]
+
+
 def run_group(req: RunRequest, repeat: int) -> list[str]:
     """One group of `repeat` fresh runs into req.out; its runs' statuses. (The seam tests replace with
     synthetic groups.)"""
@@ -225,5 +290,5 @@ def finished(group: Path, repeat: int) -> bool:
     return GroupDir(group).finished(repeat)
 
 
-__all__ = ["ENDED", "OTHER_SHARD", "Campaign", "Ensured", "RunGroup", "Shard", "default_dir", "finished",
-           "group_status", "normal", "run_group"]
+__all__ = ["ENDED", "OTHER_SHARD", "Campaign", "Cell", "Ensured", "RunGroup", "Shard", "default_dir", "finished",
+           "group_status", "normal", "run_group", "run_seconds"]

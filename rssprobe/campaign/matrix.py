@@ -32,7 +32,6 @@ from ..errors import UserError
 from ..log import say
 from ..run import envs, host, launch, preflight
 from ..run.group import rerun_argv
-from ..run.progress import CampaignProgress
 from ..store import layout
 from ..store.rundir import GroupDir
 from . import engine
@@ -234,42 +233,20 @@ def run(m: MatrixRequest) -> Outcome:
 
 def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scenario.Scenario, spec: ScenarioSpec,
                specs: dict[str, list[str]], python: str | None) -> bool:
-    """Run every cell of this shard not yet finished; True if interrupted (Ctrl-C)."""
-    bar = CampaignProgress(len(all_cells), f"matrix {c.directory.name}" + (f" (shard {c.shard})" if c.shard else ""))
-    skipped = 0
-    for done, cell in enumerate(all_cells):
-        if not c.owns(cell.id):
-            continue
+    """Every cell of this shard not yet finished, through the campaign's cell loop; True if interrupted."""
+    def start(cell: Cell) -> Callable[[Path], tuple[launch.RunRequest, dict[str, Any]]]:
+        def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
+            worker, env_name = (python, None) if python else envs.for_versions(
+                cell.torch, cell.deepspeed, m.pip, say, cell.extras(host.package_version("accelerate")))
+            argv = rerun_argv(spec, specs[cell.patch], m.repeat, group_dir, env_name, worker, cell.allocator,
+                              m.malloc_env)
+            return launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
+                                     patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
+                                     out=group_dir, python=worker, command=argv), {"env": env_name, "python": worker}
+        return request
 
-        def run_cell(group_dir: Path, cell: Cell = cell, done: int = done) -> list[str]:
-            bar.show(done, f"cell {cell.id}")
-            worker, env_name = (python, None) if python else envs.for_versions(cell.torch, cell.deepspeed, m.pip, say,
-                                                                                cell.extras(
-                                                                                    host.package_version("accelerate")))
-            argv = rerun_argv(spec, specs[cell.patch], m.repeat, group_dir, env_name, worker,
-                              cell.allocator, m.malloc_env)
-            req = launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
-                                    patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
-                                    out=group_dir, python=worker, command=argv)
-            c.update(cell.id, status=Status.RUNNING, env=env_name, python=worker, group=str(group_dir), error=None)
-            return engine.run_group(req, m.repeat)
-
-        try:
-            got = c.ensure(cell.id, m.repeat, run_cell, m.retry_failed)
-        except UserError as e:
-            say(f"cell {cell.id} failed: {e}")
-            c.update(cell.id, status=Status.FAILED, error=str(e))
-            continue
-        if got.reused:
-            skipped += 1
-            c.update(cell.id, status=got.status, statuses=got.statuses)
-            continue
-        c.update(cell.id, status=got.status, statuses=got.statuses,
-                 error=None if got.status == Status.DONE else f"runs ended {', '.join(got.statuses) or 'before a run'}")
-        if got.status == Status.INTERRUPTED:
-            return True
-    bar.show(len(all_cells), "finished" + (f" ({skipped} finished cells skipped)" if skipped else ""))
-    return False
+    return c.run_cells([engine.Cell(cell.id, m.repeat, f"cell {cell.id}", start(cell)) for cell in all_cells],
+                       "matrix", m.retry_failed)
 
 
 def _listing(all_cells: list[Cell], directory: Path, repeat: int, shard: Shard | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,13 +25,10 @@ from ..config.plan import LoadedPlan, PlanCell
 from ..config.spec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED
 from ..contract.status import Status
-from ..errors import UserError
 from ..log import say
 from ..run import envs, host, launch, preflight
 from ..run.group import rerun_argv
-from ..run.progress import CampaignProgress
 from ..store import layout
-from ..store.rundir import GroupDir
 from ..store.writer import write_json_atomic
 from . import engine
 from .engine import Campaign, Shard
@@ -50,13 +47,6 @@ def worker_for(cell: PlanCell, pip: tuple[str, ...]) -> tuple[str, str | None]:
     if cell.torch is None or (cell.torch, cell.deepspeed) == local_versions():
         return sys.executable, None
     return envs.for_versions(cell.torch, cell.deepspeed, pip, say)
-
-
-def run_seconds(group_dir: Path) -> list[float]:
-    """Wall time of each ended run of a group, from its manifest's start and end."""
-    if not GroupDir.is_group(group_dir):
-        return []
-    return [s for run in GroupDir(group_dir).runs() if (s := run.wall_seconds()) is not None]
 
 
 def _spec(cell: PlanCell, base: ScenarioSpec) -> ScenarioSpec:
@@ -105,45 +95,21 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
 
 def _run_cells(cells: list[PlanCell], c: Campaign, base: ScenarioSpec, scens: dict[ScenarioSpec, scenario.Scenario],
                specs: dict[str, list[str]], retry_failed: bool, pip: tuple[str, ...]) -> bool:
-    mine = [cell for cell in cells if c.owns(cell.id)]
-    total = sum(cell.repeat for cell in mine)
-    bar = CampaignProgress(total, f"plan {c.directory.name}" + (f" (shard {c.shard})" if c.shard else ""))
-    seconds: list[float] = []
-    done = 0
-    for cell in mine:
-        started = time.monotonic()
-
-        def run_cell(group_dir: Path, cell: PlanCell = cell, done: int = done, seconds: list[float] = seconds
-                     ) -> list[str]:
-            bar.show(done, f"{cell.axis} {cell.value} [{cell.patch}]", seconds)
+    """Every cell of this shard not yet finished, through the campaign's cell loop; True if interrupted."""
+    def start(cell: PlanCell) -> Callable[[Path], tuple[launch.RunRequest, dict[str, Any]]]:
+        def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             worker, env_name = worker_for(cell, pip)
             key = _spec(cell, base)
             argv = rerun_argv(key, specs[cell.patch], cell.repeat, group_dir, env_name, worker,
                               cell.allocator_name, cell.malloc_env)
-            req = launch.RunRequest(scenario=scens[key], scenario_ref=key.ref, label=cell.patch,
-                                    patches=specs[cell.patch], allocator=cell.allocator_name,
-                                    malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv)
-            c.update(cell.id, status=Status.RUNNING, env=env_name, python=worker, group=str(group_dir), error=None)
-            return engine.run_group(req, cell.repeat)
+            return launch.RunRequest(scenario=scens[key], scenario_ref=key.ref, label=cell.patch,
+                                     patches=specs[cell.patch], allocator=cell.allocator_name,
+                                     malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv), \
+                {"env": env_name, "python": worker}
+        return request
 
-        try:
-            got = c.ensure(cell.id, cell.repeat, run_cell, retry_failed)
-        except UserError as e:
-            say(f"cell {cell.id} failed: {e}")
-            c.update(cell.id, status=Status.FAILED, error=str(e), wall_s=time.monotonic() - started)
-            done += cell.repeat
-            continue
-        seconds += run_seconds(c.directory / cell.id)
-        done += cell.repeat
-        if got.reused:
-            c.update(cell.id, status=got.status, statuses=got.statuses)
-            continue
-        c.update(cell.id, status=got.status, statuses=got.statuses, wall_s=time.monotonic() - started,
-                 error=None if got.status == Status.DONE else f"runs ended {', '.join(got.statuses) or 'before a run'}")
-        if got.status == Status.INTERRUPTED:
-            return True
-    bar.show(total, "finished", seconds)
-    return False
+    return c.run_cells([engine.Cell(cell.id, cell.repeat, f"{cell.axis} {cell.value} [{cell.patch}]", start(cell))
+                        for cell in cells], "plan", retry_failed)
 
 
 def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], directory: Path,

@@ -78,7 +78,7 @@ class SizeArg:
 
 def script_scenarios(spec: ScenarioSpec, size: SizeArg) -> list[scenario.Scenario]:
     """One script run configuration per value of the script's size option (its parameter count is measured)."""
-    scens = [spec.with_(script_args=(*(spec.script_args or ()), size.flag, value)).load() for value in size.values]
+    scens = spec.load_each([{"script_args": (*(spec.script_args or ()), size.flag, v)} for v in size.values])
     for scen in scens:
         preflight.check_machine(scen)
     return scens
@@ -86,7 +86,7 @@ def script_scenarios(spec: ScenarioSpec, size: SizeArg) -> list[scenario.Scenari
 
 def size_scenarios(spec: ScenarioSpec, sizes: list[float]) -> list[scenario.Scenario]:
     """One scenario per size (its model.params), sorted; two sizes that build one model are refused."""
-    scens = [spec.with_(params=size).load() for size in sizes]
+    scens = spec.load_each([{"params": size} for size in sizes])
     for scen in scens:  # the largest size must fit before the smallest one runs
         preflight.check_machine(scen)
     by_params: dict[int, float] = {}

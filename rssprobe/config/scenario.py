@@ -347,7 +347,7 @@ def packaged_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("rssprobe.scenarios").iterdir() if p.name.endswith(".toml"))
 
 
-def _read(ref: str) -> tuple[str, dict[str, Any]]:
+def read(ref: str) -> tuple[str, dict[str, Any]]:
     """(label for messages, raw dict) for a path or a packaged scenario name."""
     path = Path(ref)
     if path.suffix == ".py":  # a training script: rssprobe run --script PATH
@@ -452,5 +452,5 @@ def from_raw(raw: dict[str, Any], label: str, overrides: list[str] | None = None
 
 def load(ref: str = "default", overrides: list[str] | None = None, values: dict[str, Any] | None = None) -> Scenario:
     """Scenario `ref` (a .toml path, a packaged name or a .py script) with --set words and typed values applied."""
-    label, raw = _read(ref)
+    label, raw = read(ref)
     return from_raw(raw, label, overrides, values)

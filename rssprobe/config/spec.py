@@ -66,6 +66,11 @@ class ScenarioSpec:
     def load(self) -> scenario.Scenario:
         return scenario.load(self.ref, list(self.sets), self.values())
 
+    def load_each(self, variants: list[dict[str, Any]]) -> list[scenario.Scenario]:
+        """One scenario per variant of the typed options (a sweep's sizes), the scenario's file read once."""
+        label, raw = scenario.read(self.ref)
+        return [self.with_(**v).apply(raw, label) for v in variants]
+
     def apply(self, raw: dict[str, Any], label: str) -> scenario.Scenario:
         """The spec's words and values on a raw scenario that is not a file (a known model's, a config.json's)."""
         return scenario.from_raw(raw, label, list(self.sets), self.values())
