@@ -221,3 +221,22 @@ def test_the_checker_itself_tells_up_from_down(importer: str, target: str, expec
     """The checks above would pass vacuously if `upward` never found anything: known cases both ways."""
     assert bool(upward({importer: {target}})) is expected
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# What a command may import: its job is parsing the command line and one call into the library (memray's
+# commands/), then rendering. The library's door is a workflow, or, for a campaign (matrix, plan, scale, bisect,
+# merge), the campaign's own entry module, which is that campaign's workflow. Besides: the option vocabularies
+# and the scenario spec (config), the contract, errors and log, the reporters it renders with, the one writer of
+# a command's output files (store.outputs) and the names and defaults of options that live with their owners
+# (the gated figures, the statistics' threshold and alpha). Never the run machinery, the run directories or the
+# analysis.
+COMMAND_DOORS = ("rssprobe.commands", "rssprobe.workflows", "rssprobe.campaign", "rssprobe.reporters",
+                 "rssprobe.config", "rssprobe.contract", "rssprobe.errors", "rssprobe.log", "rssprobe.verdicts",
+                 "rssprobe.store.outputs", "rssprobe.analysis.metrics", "rssprobe.analysis.stats")
+
+
+def test_commands_reach_the_library_through_its_doors_only() -> None:
+    g = graph()
+    offenders = [f"{a} -> {b}" for a, targets in sorted(g.items()) if room(a) == "commands" for b in sorted(targets)
+                 if not any(b == door or b.startswith(door + ".") for door in COMMAND_DOORS)]
+    assert offenders == []

@@ -16,7 +16,6 @@ from ..campaign.bisect.probes import DEFAULT_METRIC
 from ..campaign.bisect.run import BisectRequest, bisect
 from ..contract import STEADY_MALLOC_ENV
 from ..reporters import show
-from ..run import envs
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, python_options, scenario_sets
 
@@ -73,6 +72,6 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
         metric=metric, direction=direction, repeat=repeat, retries=retries, threshold=threshold, alpha=alpha,
         out=out, fresh=fresh, keep_envs=keep_envs,
         env_ref=env_ref, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
-        pip=envs.pip_options(find_links, index_url)))
+        pip=common_args.pip_options(find_links, index_url)))
     show.bisect(outcome.data, fmt)
     sys.exit(outcome.exit_code)

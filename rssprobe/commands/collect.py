@@ -8,9 +8,7 @@ from pathlib import Path
 import click
 
 from ..reporters import show
-from ..run import launch
-from ..run.group import exit_code
-from ..workflows import inspect
+from ..workflows import run
 from . import common_args
 
 
@@ -19,7 +17,6 @@ from . import common_args
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def command(run_dir: Path) -> None:
     """Read every rank's events in RUN_DIR, write its tables and final status, show the summary."""
-    result = launch.collect(run_dir)
-    shown = inspect.entry(result.run)
-    show.view(shown.kind, shown.data, "terminal", log_tail=shown.log_tail)
-    sys.exit(exit_code(result.status))
+    collected = run.collect(run_dir)
+    show.view(collected.view.kind, collected.view.data, "terminal", log_tail=collected.view.log_tail)
+    sys.exit(collected.exit_code)

@@ -107,6 +107,16 @@ def pip_flags(f: F) -> F:
                         help="Passed to pip when an environment is built (repeatable).")(f)
 
 
+def pip_options(find_links: tuple[str, ...], index_url: str | None) -> tuple[str, ...]:
+    """--find-links and --index-url as the pip arguments an environment is built with."""
+    out: list[str] = []
+    for d in find_links:
+        out += ["--find-links", d]
+    if index_url:
+        out += ["--index-url", index_url]
+    return tuple(out)
+
+
 def format_option(choices: list[str] | None = None) -> Callable[[F], F]:
     return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default="terminal",
                         show_default=True, help="Output format: the same answer and figures in each (markdown: "

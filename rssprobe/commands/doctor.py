@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ..reporters import terminal, views
-from ..run import host
 from ..workflows import doctor
 from . import common_args
 
@@ -16,4 +15,4 @@ def command() -> None:
     """Check which probes work here."""
     table = views.Table("What this machine can measure", ["probe", "available", "detail"],
                         [[name, "yes" if ok else "no", detail] for name, ok, detail in doctor.checks()])
-    terminal.render([f"rssprobe doctor on {host.cpu_model()} ({host.facts()['kernel']})"], [table])
+    terminal.render([f"rssprobe doctor on {doctor.machine()}"], [table])

@@ -7,7 +7,7 @@ import click
 from ..log import say
 from ..reporters import views
 from ..reporters.output import emit
-from ..run import envs
+from ..workflows import envs
 from . import common_args
 from .common_args import format_option, pip_flags
 
@@ -25,7 +25,7 @@ def command() -> None:
 @pip_flags
 def create(spec: tuple[str, ...], find_links: tuple[str, ...], index_url: str | None) -> None:
     """Build (or reuse) the env for SPEC: torch==V plus deepspeed==V, deepspeed=PATH or deepspeed=PATH@REV."""
-    env = envs.create(envs.EnvSpec.parse(spec), envs.pip_options(find_links, index_url), say)
+    env = envs.create(spec, common_args.pip_options(find_links, index_url))
     click.echo(env.name)
     say(f"python: {env.python}")
 
@@ -34,8 +34,8 @@ def create(spec: tuple[str, ...], find_links: tuple[str, ...], index_url: str | 
 @format_option()
 def list_(fmt: str) -> None:
     """The environments built so far."""
-    infos = [e.info() for e in envs.list_envs()]
-    table = views.Table(f"Environments under {envs.envs_root()}", ["name", "torch", "deepspeed", "spec", "created"],
+    root, infos = envs.listed()
+    table = views.Table(f"Environments under {root}", ["name", "torch", "deepspeed", "spec", "created"],
                         [[i["name"], i["versions"].get("torch"), i["versions"].get("deepspeed"), " ".join(i["spec"]),
                           i["created"]] for i in infos],
                         note="" if infos else "none yet: rssprobe env create torch==V deepspeed==V")
@@ -46,5 +46,4 @@ def list_(fmt: str) -> None:
 @click.argument("ref", metavar="NAME|SPEC")
 def rm(ref: str) -> None:
     """Remove an environment."""
-    env = envs.remove(ref)
-    say(f"removed {env.path}")
+    say(f"removed {envs.remove(ref)}")

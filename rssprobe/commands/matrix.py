@@ -13,7 +13,6 @@ from ..config.allocators import ALLOCATORS
 from ..config.plan import load
 from ..contract import STEADY_MALLOC_ENV
 from ..reporters import show
-from ..run import envs
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, scenario_sets
 
@@ -72,7 +71,7 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
                                    "--out, --dry-run, --optional, --retry-failed, --fresh, --shard, --format and "
                                    "pip options")
         outcome = plan.run(load(plan_file), out, frozenset(with_optional), dry_run, retry_failed, fresh,
-                           envs.pip_options(find_links, index_url), shard)
+                           common_args.pip_options(find_links, index_url), shard)
     elif spec is None:
         raise click.UsageError("give SCENARIO or --plan FILE")
     else:
@@ -82,6 +81,6 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
             accelerate=list(acc_versions), patches=list(patches),
             allocators=list(allocators), repeat=repeat, out=out, dry_run=dry_run, retry_failed=retry_failed,
             fresh=fresh, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
-            pip=envs.pip_options(find_links, index_url), shard=shard))
+            pip=common_args.pip_options(find_links, index_url), shard=shard))
     show.view(outcome.kind, outcome.data, fmt)
     sys.exit(outcome.exit_code)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..run import multinode
+from ..workflows import run
 from . import common_args
 
 
@@ -23,4 +23,4 @@ def command(args: tuple[str, ...], script: Path | None, out: Path, world_size: i
     """Prepare SCENARIO for an external multi-node launch into a shared directory."""
     spec = common_args.scenario_spec(args, script, overrides, world_size=world_size)
     assert spec is not None
-    click.echo(multinode.prepare(spec, out, patched, list(patches)))
+    click.echo(run.prepare(spec, out, patched, list(patches)))

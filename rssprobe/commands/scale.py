@@ -12,7 +12,7 @@ from ..campaign import scale
 from ..errors import UserError
 from ..log import say
 from ..reporters import show
-from ..run.group import Start
+from ..workflows.run import Start
 from . import common_args
 
 

@@ -16,6 +16,11 @@ from ..run import environment, host
 from ..run.ask import ask
 
 
+def machine() -> str:
+    """The machine the checks describe: its CPU and kernel."""
+    return f"{host.cpu_model()} ({host.facts()['kernel']})"
+
+
 def worker_check(python: str = sys.executable) -> dict[str, Any] | str:
     """The worker probes' self-check in `python` (its JSON), or why it could not run."""
     reply = ask(python, ["-m", "rssprobe.worker.selfcheck", "--torch"], SELF_CHECK_ANSWER, environment.probe(python))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..config.spec import ScenarioSpec
+from ..run import launch, multinode
 from ..run.group import Start, build_request, exit_code, run_group, run_one
 from ..store.rundir import GroupDir, RunDir, note_latest
 from .inspect import View, entry
 
-__all__ = ["Start", "Started", "start"]
+__all__ = ["Start", "Started", "collect", "prepare", "start"]
 
 
 @dataclass
@@ -35,3 +38,14 @@ def start(s: Start) -> Started:
     group, statuses = run_group(req, s.repeat)
     note_latest(group.path)
     return Started(group, statuses, entry(group))
+
+
+def prepare(spec: ScenarioSpec, out: Path, patched: bool, patches: list[str]) -> str:
+    """`rssprobe prepare`: a run directory for ranks launched elsewhere (several nodes); how to start them."""
+    return multinode.prepare(spec, out, patched, patches)
+
+
+def collect(run_dir: Path) -> Started:
+    """`rssprobe collect`: conclude a run whose ranks were launched elsewhere; what it measured."""
+    result = launch.collect(run_dir)
+    return Started(result.run, [result.status], entry(result.run))

@@ -13,7 +13,7 @@ resolve: which Python --env/--python/--torch/--deepspeed mean.
 
 from ...store.layout import envs_root
 from .build import create
-from .resolve import for_versions, pip_options, resolve_python
+from .resolve import for_versions, resolve_python
 from .spec import LIBRARIES, EnvSpec, Source, check_versions, library_extras, library_requirement
 from .store import MARKER, Env, find, list_envs, remove
 
@@ -31,7 +31,6 @@ __all__ = [
            "library_extras",
            "library_requirement",
            "list_envs",
-           "pip_options",
            "remove",
            "resolve_python",
 ]

@@ -48,12 +48,3 @@ def for_versions(torch: str | None, deepspeed: str | None, pip_options: tuple[st
     items = [f"torch=={torch}", f"deepspeed={ds}" if ds and "/" in ds else f"deepspeed=={ds}", *extras]
     found = create(EnvSpec.parse(items), pip_options, log)
     return found.check_python(), found.name
-
-
-def pip_options(find_links: tuple[str, ...], index_url: str | None) -> tuple[str, ...]:
-    out: list[str] = []
-    for d in find_links:
-        out += ["--find-links", d]
-    if index_url:
-        out += ["--index-url", index_url]
-    return tuple(out)
