@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from rssprobe import verdicts
 from rssprobe.analysis import stats
 from rssprobe.campaign.bisect import git as gitbisect
-from rssprobe.campaign.bisect import probes as bisect_probes
+from rssprobe.campaign.bisect import rounds as bisect_rounds
 from rssprobe.campaign.bisect import search as bisect
 from rssprobe.cli import main
-from rssprobe.config.spec import ScenarioSpec
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.run import envs
 from rssprobe.run import launch as launcher
 from rssprobe.store import rundir as storage
@@ -243,7 +243,7 @@ def _fake_groups(monkeypatch: pytest.MonkeyPatch, figure) -> list[launcher.RunRe
                      steps=[Step(rss=rss), Step(rss=rss), Step(rss=rss)])
         return group.path
 
-    monkeypatch.setattr(bisect_probes, "run_group", run_group)
+    monkeypatch.setattr(bisect_rounds, "run_group", run_group)
     monkeypatch.setattr(envs, "for_versions",
                         lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
     return requests
@@ -361,7 +361,7 @@ def _fixed_groups(monkeypatch: pytest.MonkeyPatch, figures: dict[str, list[float
             make_run(group.path, run_id=f"run-{i:02d}", label=req.label, steps=[Step(rss=rss)] * 3)
         return group.path
 
-    monkeypatch.setattr(bisect_probes, "run_group", run_group)
+    monkeypatch.setattr(bisect_rounds, "run_group", run_group)
     monkeypatch.setattr(envs, "for_versions", lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
     return requests
 

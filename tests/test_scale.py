@@ -12,7 +12,7 @@ import pytest
 
 from rssprobe.analysis import fit
 from rssprobe.campaign import scale
-from rssprobe.config.spec import ScenarioSpec
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.errors import UserError
 from rssprobe.store import layout
 from rssprobe.store import rundir as storage

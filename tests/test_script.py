@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rssprobe.config import scenario, script
-from rssprobe.config.spec import ScenarioSpec
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.errors import UserError
 
 from .conftest import STEADY_GLIBC, rssprobe, summary

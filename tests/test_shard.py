@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from rssprobe.campaign import engine, scale
 from rssprobe.campaign.engine import Shard
 from rssprobe.cli import main
-from rssprobe.config.spec import ScenarioSpec
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.run import launch
 from rssprobe.store.rundir import GroupDir
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from rssprobe import verdicts
 from rssprobe.analysis import stats
 from rssprobe.campaign.bisect import git as gitbisect
-from rssprobe.campaign.bisect import probes as bisect_probes
+from rssprobe.campaign.bisect import rounds as bisect_rounds
 from rssprobe.cli import main
 from rssprobe.run import envs
 from rssprobe.run import launch as launcher
@@ -81,7 +81,7 @@ def test_gate_junit_version_bisect_and_commit_bisect_agree(verdict: str, tmp_pat
         values = a_values if req.label.endswith("0.1") else b_values
         return _group(req.out, values)
 
-    monkeypatch.setattr(bisect_probes, "run_group", run_group)
+    monkeypatch.setattr(bisect_rounds, "run_group", run_group)
     monkeypatch.setattr(envs, "for_versions", lambda torch, ds, pip=(), log=None: (sys.executable, f"fake-ds{ds}"))
     proc = CliRunner().invoke(main, ["bisect", "tiny", "--deepspeed", "0.1,0.2", "--metric", "steady.rss", "--repeat",
                                      str(len(a_values)), "--retries", "0", "--out", str(tmp_path / "bisect"),

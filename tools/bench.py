@@ -29,7 +29,7 @@ from rich.progress import Progress
 from rssprobe.analysis import stats
 from rssprobe.analysis.summary import Summary
 from rssprobe.config import scenario
-from rssprobe.config.spec import ScenarioSpec
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.contract import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
 from rssprobe.run import environment, launch

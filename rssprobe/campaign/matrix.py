@@ -25,7 +25,7 @@ from ..analysis import answers, metrics, stats
 from ..analysis.compare import Side
 from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
-from ..config.spec import ScenarioSpec
+from ..config.scenariospec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError

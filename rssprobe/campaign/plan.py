@@ -22,7 +22,7 @@ from .. import contract
 from ..analysis import answers, metrics
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
-from ..config.spec import ScenarioSpec
+from ..config.scenariospec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED
 from ..contract.status import Status
 from ..log import say

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
+from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import counts
-from ..config.spec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED
 from ..contract.status import Status
 from ..errors import UserError

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from ..campaign.bisect.probes import DEFAULT_METRIC
-from ..campaign.bisect.run import BisectRequest, bisect
+from ..campaign.bisect.rounds import DEFAULT_METRIC
+from ..campaign.bisect.start import BisectRequest, bisect
 from ..contract import STEADY_MALLOC_ENV
 from ..reporters import show
 from . import common_args

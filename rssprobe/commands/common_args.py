@@ -16,8 +16,8 @@ import click
 from ..analysis import stats
 from ..config import sizes
 from ..config.allocators import ALLOCATORS
+from ..config.scenariospec import ScenarioSpec
 from ..config.script import split_command
-from ..config.spec import ScenarioSpec
 from ..contract import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
@@ -266,9 +266,9 @@ def scenario_spec(args: tuple[str, ...], script: Path | None, overrides: tuple[s
                   default: str | None = "default", argv: list[str] | None = None, launcher: bool = False,
                   **options: Any) -> ScenarioSpec | None:
     """The ScenarioSpec of [SCENARIO] or --script PATH [-- ARGS], the --set words and the typed `options`
-    (config/spec.py: steps, world_size, torch_alloc_conf, trim_at_end; None: not given); None when no scenario is
-    named and there is no default. A script is a scenario reference ending in .py whose arguments are the spec's
-    script_args. With `launcher` (run), `-- LAUNCHER ... train.py ARGS` is the user's own launch command
+    (config/scenariospec.py: steps, world_size, torch_alloc_conf, trim_at_end; None: not given); None when no
+    scenario is named and there is no default. A script is a scenario reference ending in .py whose arguments
+    are the spec's script_args. With `launcher` (run), `-- LAUNCHER ... train.py ARGS` is the user's own launch command
     (script_command). A word before `--` beside a script is refused: it would silently become the script's first
     argument. `argv`: the words as typed, where a library call knows them (else the context's, which
     cli.Group.invoke records)."""

@@ -421,7 +421,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], label: str) -> di
 
 
 def apply_values(raw: dict[str, Any], values: dict[str, Any], label: str) -> dict[str, Any]:
-    """Typed values (config/spec.py: --steps, --world-size, --params, ...) set at their dotted keys as they are:
+    """Typed values (config/scenariospec.py: --steps, --world-size, --params, ...) set at their dotted keys as they are:
     never written out as text and parsed again. A script run's `steps` is its script.stop_after."""
     out = copy.deepcopy(raw)
     for key, value in values.items():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import overlay, patchsets
-from ..config.spec import ScenarioSpec
+from ..config.scenariospec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError

@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from ..config import patchsets
-from ..config.spec import ScenarioSpec
+from ..config.scenariospec import ScenarioSpec
 from ..contract import TORCH_ALLOC_CONF_ENV
 from . import environment, launch
 

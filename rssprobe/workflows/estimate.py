@@ -39,8 +39,8 @@ from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import scale
 from ..config import hfconfig, knownmodels, modelshape, patchsets, torch_alloc_conf
 from ..config.scenario import Scenario
+from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import format_count
-from ..config.spec import ScenarioSpec
 from ..contract import PIN_REGISTER, parse
 from ..errors import UserError
 from ..log import say
@@ -154,7 +154,7 @@ def question(req: Request) -> Question:
 
 
 def _zero_options(req: Request) -> dict[str, Any]:
-    """--stage and --offload-param as the spec's typed options (config/spec.py)."""
+    """--stage and --offload-param as the spec's typed options (config/scenariospec.py)."""
     if req.stage is not None and req.stage not in (1, 2, 3):
         raise UserError(f"--stage {req.stage}: ZeRO stages are 1, 2 and 3")
     if req.offload_param and req.stage is not None and req.stage < 3:

@@ -18,7 +18,7 @@ from ..analysis.compare import Side, check_limits, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..config import overlay, patchsets, scenario
 from ..config.limits import load_limits
-from ..config.spec import ScenarioSpec
+from ..config.scenariospec import ScenarioSpec
 from ..errors import UserError
 from ..run import group as groups
 from ..run import launch, preflight

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config.spec import ScenarioSpec
+from ..config.scenariospec import ScenarioSpec
 from ..run import launch, multinode
 from ..run.group import Start, build_request, exit_code, run_group, run_one
 from ..store.rundir import GroupDir, RunDir, note_latest

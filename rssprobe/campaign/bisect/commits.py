@@ -19,8 +19,8 @@ from ...run import envs, host, launch
 from ...run import group as groups
 from ...store.rundir import GroupDir
 from ..matrix import Outcome
-from . import git, probes
-from .probes import Runner, bpp
+from . import git, rounds
+from .rounds import Runner, bpp
 
 
 def _side_mean(group: Path, metric: str) -> float | None:
@@ -49,7 +49,7 @@ def bisect_commits(runner: Runner, src: Path, good: str, bad: str, torch: str | 
                                      malloc_env=runner.malloc_env)
             req = launch.RunRequest(scenario=runner.scen, scenario_ref=spec.ref, label=good_c[:10], python=env.python,
                                     out=runs / good_c, malloc_env=runner.malloc_env, command=argv)
-            probes.run_group(req, repeat)
+            rounds.run_group(req, repeat)
         check = ["--reference", str(runs / good_c), "--metric", metric, "--threshold", str(runner.threshold),
                  "--alpha", str(runner.alpha)]
     script = git.step_script(runner.root / "step.sh", rssprobe=[sys.executable, "-m", "rssprobe"], cwd=Path.cwd(),

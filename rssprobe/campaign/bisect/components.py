@@ -11,7 +11,7 @@ from ...errors import UserError
 from ...store import layout
 from ..matrix import Outcome
 from . import search
-from .probes import Runner, bpp
+from .rounds import Runner, bpp
 
 REFERENCE = "00-baseline"
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...config.spec import ScenarioSpec
+from ...config.scenariospec import ScenarioSpec
 from ...errors import UserError
 
 FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)

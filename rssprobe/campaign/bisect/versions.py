@@ -16,7 +16,7 @@ from ...run import envs
 from ...store import layout
 from ..matrix import Outcome
 from . import search
-from .probes import Runner, bpp
+from .rounds import Runner, bpp
 
 
 def bisect_versions(runner: Runner, axis: str, values: list[str],

@@ -17,7 +17,7 @@ from ...analysis import answers, metrics, stats
 from ...analysis.compare import Side, compare
 from ...analysis.summary import summarise
 from ...config import scenario
-from ...config.spec import ScenarioSpec
+from ...config.scenariospec import ScenarioSpec
 from ...errors import UserError
 from ...log import say
 from ...run import group as groups

@@ -1,4 +1,4 @@
-"""The scenario spec (config/spec.py): typed options reach the scenario as typed values, and the command line a
+"""The scenario spec (config/scenariospec.py): typed options reach the scenario as typed values, and the command line a
 campaign records for a group reproduces the scenario that group ran (issue 32)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from rssprobe.commands import run as run_command
 from rssprobe.commands.common_args import scenario_spec
 from rssprobe.config import scenario
-from rssprobe.config.spec import ScenarioSpec
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.errors import UserError
 from rssprobe.run.group import rerun_argv
 

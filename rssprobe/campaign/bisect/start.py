@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...analysis import metrics, stats
 from ...config.limits import load_limits
-from ...config.spec import ScenarioSpec
+from ...config.scenariospec import ScenarioSpec
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
@@ -17,7 +17,7 @@ from ..matrix import Outcome
 from . import git
 from .commits import bisect_commits
 from .components import bisect_components, components
-from .probes import DEFAULT_METRIC, Runner
+from .rounds import DEFAULT_METRIC, Runner
 from .versions import bisect_versions
 
 
