@@ -60,12 +60,13 @@ test: install
 test-slow: install
 	$(BIN)/pytest -q -m slow
 
-# The tests that never start a training worker (unit, schema, statistics, reporters, refusals): 4 minutes on 2
-# cores (495 tests, 241 s measured), not yet the 2 it should take (docs/developing.md)
-# a test that trains carries @pytest.mark.worker, and one that trains without it fails (tests/conftest.py)
+# The tests that never start a training worker (unit, schema, statistics, reporters, refusals), without the
+# integration checks that run whole tool chains in fresh processes (a device script, git bisect, pip): the
+# developer's loop. A test that trains carries @pytest.mark.worker, and one that trains without it fails
+# (tests/conftest.py); `make test` runs everything but the slow lane.
 test-fast: install
 	$(BIN)/ruff check rssprobe tests tools
-	$(BIN)/pytest -q -m "not worker" -n 2 --dist loadfile
+	$(BIN)/pytest -q -m "not worker and not integration" -n 2 --dist loadfile
 
 # On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
 gpu-check:

@@ -31,13 +31,21 @@ STEADY_GLIBC = ["--malloc-env", "MALLOC_MMAP_THRESHOLD_=65536"]
 # Commands that launch training, build environments or take signals run as `python -m rssprobe`, as a user's do.
 IN_PROCESS = frozenset({"show", "diff", "report", "merge", "patches", "gate", "estimate", "verdict"})
 LAUNCHING_FLAGS = frozenset({"--run", "--calibrate"})  # gate --run and estimate --calibrate start training runs
+# Commands that train or build environments run in this process too in a test that cannot start a worker (one
+# without the `worker` marker: its refusals, dry runs and listings): a worker it started would train nothing and
+# fail the test (pytest_runtest_setup below), so in this process it could only ever refuse, list or build.
+LAUNCHING = frozenset({"run", "scale", "matrix", "bisect", "prepare", "collect", "env"})
 
 
 def rssprobe(*args: str, cwd: Path | None = None, check: bool = False, env: dict[str, str] | None = None,
              fresh: bool = False) -> subprocess.CompletedProcess[str]:
     """The CLI's exit code, stdout and stderr. fresh: in a new interpreter even when the command could run in
     this one (a test of what only a fresh process shows: its imports, its exit under a signal)."""
-    in_process = not fresh and bool(args) and args[0] in IN_PROCESS and not LAUNCHING_FLAGS & set(args)
+    from rssprobe.contract import NO_WORKER_ENV
+
+    in_process = not fresh and bool(args) and (
+        (args[0] in IN_PROCESS and not LAUNCHING_FLAGS & set(args))
+        or (args[0] in IN_PROCESS | LAUNCHING and NO_WORKER_ENV in os.environ))
     if in_process:
         proc = _in_process(list(args), cwd, {"COLUMNS": "200", **(env or {})})
     else:
@@ -49,8 +57,8 @@ def rssprobe(*args: str, cwd: Path | None = None, check: bool = False, env: dict
 
 
 def _in_process(args: list[str], cwd: Path | None, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """As `python -m rssprobe ARGS` would answer: sys.argv, the working directory, the environment and SIGTERM's
-    handler are this call's and restored after; an uncaught exception is a traceback on stderr and exit code 1;
+    """As `python -m rssprobe ARGS` would answer: sys.argv, the working directory, the environment and the SIGTERM
+    and SIGINT handlers are this call's and restored after; an uncaught exception is a traceback on stderr and exit code 1;
     warnings a fresh interpreter would print (not deprecations) are on stderr too."""
     import signal
     import traceback
@@ -61,7 +69,7 @@ def _in_process(args: list[str], cwd: Path | None, env: dict[str, str]) -> subpr
     import rssprobe as main_module
     from rssprobe.cli import main
 
-    saved = sys.argv, os.getcwd(), signal.getsignal(signal.SIGTERM)
+    saved = sys.argv, os.getcwd(), signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     sys.argv = [str(Path(main_module.__file__).with_name("__main__.py")), *args]
     try:
         if cwd is not None:
@@ -75,6 +83,7 @@ def _in_process(args: list[str], cwd: Path | None, env: dict[str, str]) -> subpr
         sys.argv = saved[0]
         os.chdir(saved[1])
         signal.signal(signal.SIGTERM, saved[2])
+        signal.signal(signal.SIGINT, saved[3])
     stderr = result.stderr + "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
                                      for w in caught)
     code = result.exit_code

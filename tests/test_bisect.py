@@ -320,6 +320,7 @@ sys.exit(1 if figure > 30.0 else 0)
 """
 
 
+@pytest.mark.integration
 def test_commit_bisect_cli_names_the_culprit_and_compares_it_with_its_parent(history, monkeypatch,
                                                                              tmp_path: Path) -> None:
     repo, commits, _check = history

@@ -11,11 +11,15 @@ import pytest
 from .conftest import rssprobe
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args", [
     ["diff", "{demo}/baseline", "{demo}/patched", "--format", "markdown"],
     ["show", "{demo}/baseline/run-01", "--format", "json"],
     ["show", "{demo}/no-such-run"],  # a refusal: one line, exit 2
     ["diff", "{demo}/baseline"],  # click's own usage error
+    ["run", "tiny", "--set", "steps=0"],  # a launching command's refusal, before any worker
+    ["scale", "tiny", "--params", "4e6,4e6"],
+    ["matrix", "tiny", "--patch", "baseline,pr8132", "--dry-run", "--out", "{demo}/../matrix-listing"],
 ])
 def test_in_process_answers_as_a_fresh_process(demo_runs: Path, args: list[str]) -> None:
     argv = [a.replace("{demo}", str(demo_runs)) for a in args]

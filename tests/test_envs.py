@@ -116,6 +116,7 @@ def test_choosing_the_worker_python(envs_dir: Path) -> None:
         envs.resolve_python("torch9-ds9", None)
 
 
+@pytest.mark.integration
 def test_a_failed_install_names_the_spec_and_pips_last_lines(tmp_path: Path) -> None:
     """A real venv and pip, offline: no torch 0.0.1 anywhere, so pip fails within seconds."""
     empty = tmp_path / "empty-index"
@@ -227,6 +228,7 @@ def test_a_real_two_cell_matrix_finishes_and_resumes(tmp_path: Path) -> None:
     assert json.loads(second.stdout)["cells"][1]["figures"] == patched["figures"]
 
 
+@pytest.mark.integration
 def test_a_cell_whose_env_cannot_be_built_fails_and_the_matrix_goes_on(tmp_path: Path) -> None:
     """Two cells whose envs cannot be built (no such torch, offline): both are tried, both reported failed."""
     empty = tmp_path / "empty-index"

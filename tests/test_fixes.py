@@ -153,6 +153,7 @@ def test_a_lock_limit_too_small_is_refused_before_any_worker(tmp_path: Path) -> 
     assert not out.exists() or not any(out.rglob("events.jsonl"))  # no worker started
 
 
+@pytest.mark.integration
 def test_the_device_script_exits_4_without_cuda(tmp_path: Path) -> None:
     """tests/gpu/check.sh EVIDENCE=fixes on this CPU machine: its CPU-side parts run, the device tests skip, and
     it exits 4 ("no CUDA device": nothing verified on a GPU); the bandwidth bench says the same on its own."""
@@ -214,6 +215,7 @@ def _answer(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
                           timeout=900, cwd=ROOT, **kw)
 
 
+@pytest.mark.integration
 def test_the_answer_page_is_generated_from_the_committed_runs(tmp_path: Path) -> None:
     """reports/issue7693-answer.md is what answer.py makes of the committed runs (H200, release sweep, the fixes'
     CPU sweeps), line for line but the generation date; the answer sentence comes first. A device call's

@@ -57,6 +57,7 @@ def test_the_table_covers_every_verdict_stats_can_give() -> None:
     assert verdicts.answer("~", "down") == verdicts.answer("~") == "undecided"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("verdict", list(SAMPLES))
 def test_gate_junit_version_bisect_and_commit_bisect_agree(verdict: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
