@@ -58,8 +58,8 @@ def rssprobe(*args: str, cwd: Path | None = None, check: bool = False, env: dict
 
 def _in_process(args: list[str], cwd: Path | None, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """As `python -m rssprobe ARGS` would answer: sys.argv, the working directory, the environment and the SIGTERM
-    and SIGINT handlers are this call's and restored after; an uncaught exception is a traceback on stderr and exit code 1;
-    warnings a fresh interpreter would print (not deprecations) are on stderr too."""
+    and SIGINT handlers are this call's and restored after; an uncaught exception is a traceback on stderr and exit
+    code 1; warnings a fresh interpreter would print (not deprecations) are on stderr too."""
     import signal
     import traceback
     import warnings

@@ -68,7 +68,7 @@ def _one(scen: scenario.Scenario, out: Path, malloc_env: dict[str, str] | None =
                             out=out)
     result = launch.run(req)
     if result.status != "ok":
-        raise click.ClickException(f"bench run failed: {result.manifest.get('error')} ({out})")
+        raise click.ClickException(f"bench run failed: {result.manifest.error} ({out})")
     return Summary(result.run)
 
 

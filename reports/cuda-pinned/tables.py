@@ -61,7 +61,7 @@ def releases(dirs: list[str]) -> None:
         for cell in campaign.entries(index):
             group = Path(d) / campaign.entry_dir(index, cell)  # where the matrix directory is now
             run = RunDir(next(p for p in sorted(group.iterdir()) if p.name.startswith("run-")))
-            world = run.manifest().get("world_size", 1)
+            world = run.manifest().world_size
             ranks = [Summary(run, r) for r in range(world)]
             figures = [replayed(s) for s in ranks]
             worst = max(figures, key=lambda f: f["held"] or 0)  # ranks' partitions differ by padding only

@@ -43,7 +43,7 @@ def main(archive: Path, sweep: str, check: Path, extra: list[str]) -> str:
             if isinstance(got, str):
                 raise SystemExit(f"{run}: {got}")
             same = got.zero == cal.points[0].zero and got.rule == cal.points[0].rule
-            if not same or RunDir(Path(tmp) / run).manifest().get("malloc_env") != cal.malloc_env:
+            if not same or RunDir(Path(tmp) / run).manifest().malloc_env != cal.malloc_env:
                 raise SystemExit(f"{run}: not the sweep's configuration")
             cal.points.append(got)
         manifest = json.loads(next((Path(tmp) / sweep).glob("params-*/run-01/manifest.json")).read_text())

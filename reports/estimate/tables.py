@@ -31,7 +31,7 @@ def measured(run: RunDir) -> tuple[list[dict[str, float]], dict[str, float] | No
     """Each rank's steady RSS, peak and initialize peak (bytes), and the node's (sums; its sampled peak)."""
     s0 = Summary(run)
     ranks = []
-    for rank in range(s0.manifest.get("world_size", 1)):
+    for rank in range(s0.manifest.world_size):
         s = s0 if rank == 0 else Summary(run, rank)
         init = s.by_kind["init"][0]["peak"]
         step_peak = max(e["peak"] for e in s.steps)

@@ -96,7 +96,7 @@ def page(h200: Path, pinned: Path, runs: Path, device: Path | None) -> str:
     sweep = _fits(run_dirs([h200 / "scale-default"]))
     sweep_runs = [Summary(RunDir(p)) for p in run_dirs([h200 / "scale-default"])]
     sizes = sorted({s.params for s in sweep_runs})
-    ds = (sweep_runs[0].manifest.get("versions") or {}).get("deepspeed")
+    ds = (sweep_runs[0].manifest.versions or {}).get("deepspeed")
     total, live, slack = sweep["budget.rss_above_baseline"], sweep["budget.live"], sweep["part.shared_memory"]
     glibc = sweep["part.glibc_in_use_not_tensors"]
     fix_runs = [p for p in run_dirs([runs]) if "pr8132" not in str(p)]

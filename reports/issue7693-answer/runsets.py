@@ -30,8 +30,8 @@ def run_dirs(roots: list[Path]) -> list[Path]:
 
 def fix_of(s: Summary) -> fixes.Fix:
     m = s.manifest
-    scenario = m.get("scenario") or {}
-    return fixes.of_run(list(m.get("patches") or []), scenario.get("torch_alloc_conf"),
+    scenario = m.scenario or {}
+    return fixes.of_run(list(m.patches or []), scenario.get("torch_alloc_conf"),
                         (scenario.get("zero") or {}).get("pin_memory"))
 
 
@@ -59,7 +59,7 @@ def collect(roots: list[Path], h2d: Path | None = None) -> dict[str, Any]:
         view = d["pinned"] or {}
         tot = view.get("totals") or {}
         env = env or {"accelerator": d["accelerator"], "versions": d["versions"],
-                      "host": (s.manifest.get("host") or {})}
+                      "host": (s.manifest.host or {})}
         ops = request_ops([r for e in s.by_kind.get("pins", []) for r in e["requests"]],
                           [f for e in s.by_kind.get("pins", []) for f in e["freed"]])
         per_fix[fix.name]["runs"].append({

@@ -91,7 +91,7 @@ def section_launchers(runs: Path) -> list[str]:
         if s is None:
             out.append(f"| {name} | | not run | | | | |")
             continue
-        for rank in range(s.manifest.get("world_size", 1)):
+        for rank in range(s.manifest.world_size):
             c = census(run, "end", rank) or {"roles": {}}
             vals = [c["roles"].get(r, {}).get("allocated") for r in ("fp32_master", "adam_exp_avg", "bit16_params",
                                                                       "h2d_staging")]
@@ -190,7 +190,7 @@ def section_moe(root: Path) -> list[str]:
             out.append(f"| {run.name if run else '?'} | {order} | not run or failed | | | | |")
             continue
         node = s.node() or {}
-        version = (s.manifest.get("versions") or {}).get("transformers") or "?"
+        version = (s.manifest.versions or {}).get("transformers") or "?"
         mp, peak = node.get("model_peak_rss_bytes"), node.get("peak_rss_bytes")
         init = s.phases()["init"].get("peak")
         out.append(f"| {version} | {order} | {load['holds']} | {fmt(load['figures']['peak'])} "

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..config import modelshape
 from ..config.modelshape import Shape
-from ..contract import PIN_REGISTER, parse
+from ..contract import PIN_REGISTER, Manifest, parse
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import reader
@@ -137,13 +137,13 @@ def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
     m = s.manifest
     if s.status != Status.OK:
         return f"{s.status} ({s.error})"
-    scen = m.get("scenario") or {}
+    scen = m.scenario or {}
     model = (s.by_kind.get("model") or [{}])[0]
     after_model, init = s.phase_events.get("after_model"), (s.by_kind.get("init") or [None])[0]
     if not s.params or s.baseline is None or after_model is None or init is None or not s.steps:
         return "no model, baseline, initialize or step figures"
-    world = int(m.get("world_size") or 1)
-    accelerator = m.get("accelerator") or "cpu"
+    world = int(m.world_size or 1)
+    accelerator = m.accelerator or "cpu"
     events = s.by_kind.get("pins", [])
     config = next((e["config"] for e in events if isinstance(e.get("config"), dict)), {})
     zero = partition.zero_of(scen.get("zero") or {}, ELEMENT_BYTES.get(scen.get("precision", "bf16"), 2), world,
@@ -160,8 +160,8 @@ def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
                  rss_steps=tuple(float(e["rss"]) for e in s.steps), peak_steps=tuple(int(e["peak"]) for e in s.steps),
                  roles={at: {k: v["resident"] for k, v in c["roles"].items()} for at, c in s.census.items()},
                  partition=s.partition_params, pin_ops=ops,
-                 rule=Rule.of((m.get("versions") or {}).get("torch"), pinned.alloc_conf(config, m)),
-                 via="register" if any(parse(spec)[0] == PIN_REGISTER for spec in m.get("patches") or []) else "torch",
+                 rule=Rule.of((m.versions or {}).get("torch"), pinned.alloc_conf(config, m)),
+                 via="register" if any(parse(spec)[0] == PIN_REGISTER for spec in m.patches or []) else "torch",
                  checkpoint_peak=max(saves) if saves else None, wall_s=s.run.wall_seconds())
 
 
@@ -178,7 +178,7 @@ def recorded(ref: str | Path) -> tuple[str, dict[str, Any]]:
     if not runs:
         raise UserError(f"{ref}: a scale directory with no runs")
     manifest = runs[0].manifest()
-    return str(manifest.get("accelerator") or "cpu"), dict(manifest.get("versions") or {})
+    return str(manifest.accelerator or "cpu"), dict(manifest.versions or {})
 
 
 def load(ref: str | Path, defaults: dict[str, Any]) -> Calibration:
@@ -192,7 +192,7 @@ def load(ref: str | Path, defaults: dict[str, Any]) -> Calibration:
     sweep = Sweep.load(ref)
     points: list[Point] = []
     left_out: list[str] = []
-    manifests: list[dict[str, Any]] = []
+    manifests: list[Manifest] = []
     for run in sweep.runs():
         try:
             s = Summary(run)
@@ -205,17 +205,16 @@ def load(ref: str | Path, defaults: dict[str, Any]) -> Calibration:
             points.append(got)
             manifests.append(s.manifest)
     _enough(ref, points, left_out)
-    kinds = {(m.get("accelerator") or "cpu") for m in manifests}
+    kinds = {(m.accelerator or "cpu") for m in manifests}
     if len(kinds) > 1:
         raise UserError(f"{ref}: its runs were made on different accelerators ({', '.join(sorted(kinds))})")
     first = manifests[0]
-    host = first.get("host") or {}
+    host = first.host or {}
     provenance = {"machine": f"measured on {host.get('machine', '?')}, {host.get('cpu_count', '?')} CPUs, "
                              f"{(host.get('mem_total_bytes') or 0) / 2**30:,.0f} GiB",
-                  "date": str(first.get("started") or "")[:10], "source": str(ref)}
-    return Calibration(Path(ref), points, kinds.pop(), dict(first.get("versions") or {}),
-                       dict(first.get("scenario") or {}), str(first.get("allocator") or "glibc"),
-                       dict(first.get("malloc_env") or {}), left_out, provenance)
+                  "date": str(first.started or "")[:10], "source": str(ref)}
+    return Calibration(Path(ref), points, kinds.pop(), dict(first.versions or {}), dict(first.scenario or {}),
+                       str(first.allocator or "glibc"), dict(first.malloc_env or {}), left_out, provenance)
 
 
 def _enough(ref: str | Path, points: list[Point], left_out: list[str]) -> None:

@@ -163,11 +163,11 @@ def op_loads(all_configs: list[Config], runs: Path) -> list[dict[str, Any]]:
                 compiled = [e["op"] for e in events if e.get("event") == "compiling"]
                 if "process_start" in times and "ops_loaded" in times and compiled:
                     m = run.manifest()
-                    python = Path(m.get("python") or "")
+                    python = Path(m.python or "")
                     where = python.parent.parent.name if layout.is_rssprobe_env(str(python)) else "the project's venv"
                     rows.append({"configuration": config.label, "environment": where, "run": f"{patch}/{run.id}",
                                  "ops": compiled, "seconds": times["ops_loaded"] - times["process_start"],
-                                 "ccache": bool(m.get("compiler_cache"))})
+                                 "ccache": bool(m.compiler_cache)})
     return rows
 
 
@@ -186,10 +186,10 @@ def machine(all_configs: list[Config]) -> str:
     if side is None:
         return "no run"
     m = side.runs[0].manifest()
-    h = m.get("host", {})
+    h = m.host or {}
     v = side.describe()["versions"] or {}
     return (f"{h.get('machine')}, {h.get('cpu_model')}, {h.get('cpu_count')} cores, "
-            f"{(h.get('mem_total_bytes') or 0) / 2**30:.0f} GiB, no GPU (DeepSpeed's {m.get('accelerator') or 'cpu'} "
+            f"{(h.get('mem_total_bytes') or 0) / 2**30:.0f} GiB, no GPU (DeepSpeed's {m.accelerator or 'cpu'} "
             f"accelerator), {h.get('libc')}, kernel {h.get('kernel')}, "
             f"Python {v.get('python') or platform.python_version()}"
             f"; rssprobe {h.get('rssprobe_revision')}")

@@ -92,7 +92,7 @@ def _scenario(side: Side) -> dict[str, Any]:
     """The scenario of the side's first run that can be read."""
     first = next((r for r, s in zip(side.runs, side.summaries, strict=True) if s is side.readable[0]), side.runs[0])
     try:
-        return first.manifest().get("scenario", {})
+        return first.manifest().scenario or {}
     except UserError:  # no member can be read: the side is undecided anyway
         return {}
 

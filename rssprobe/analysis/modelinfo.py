@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract import Manifest
 from ..contract.status import Status
 
 
@@ -14,12 +15,12 @@ def _of(value: Any, kind: type | tuple[type, ...], default: Any = None) -> Any:
     return value if isinstance(value, kind) and not isinstance(value, bool) else default
 
 
-def describe(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any]) -> dict[str, Any] | None:
+def describe(by_kind: dict[str, list[dict[str, Any]]], manifest: Manifest) -> dict[str, Any] | None:
     model = (by_kind.get("model") or [None])[0]
     tensors = _of((model or {}).get("param_tensors"), int)
     if model is None or tensors is None:  # runs made before the model event said
         return None
-    declared = _of(_of(manifest.get("scenario"), dict, {}).get("model"), dict, {})
+    declared = _of(_of(manifest.scenario, dict, {}).get("model"), dict, {})
     tied = [g for g in _of(model.get("tied"), list, []) if isinstance(g, list) and all(isinstance(n, str) for n in g)]
     target = _of(declared.get("params"), (int, float))
     return {
@@ -32,10 +33,10 @@ def describe(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any])
     }
 
 
-def script(by_kind: dict[str, list[dict[str, Any]]], manifest: dict[str, Any]) -> dict[str, Any] | None:
+def script(by_kind: dict[str, list[dict[str, Any]]], manifest: Manifest) -> dict[str, Any] | None:
     """A script run's script (path, sha256, arguments) and how it ended: stopped after N steps as asked, or a
     step it began and never finished."""
-    declared = _of(_of(manifest.get("scenario"), dict, {}).get("script"), dict)
+    declared = _of(_of(manifest.scenario, dict, {}).get("script"), dict)
     if not declared:
         return None
     end = next((e for e in by_kind.get("end", []) if e.get("status") == Status.OK), {})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import PIN_REGISTER, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
+from ..contract import PIN_REGISTER, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV, Manifest
 from . import fixes, pinrule
 from .pinrule import Rule
 
@@ -23,13 +23,13 @@ INTERNAL_NOTE = ("torch's own small pinned blocks (non_blocking device-to-host c
                  "H200 tiny run) are not DeepSpeed requests and not predicted")
 
 
-def alloc_conf(config: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+def alloc_conf(config: dict[str, Any], manifest: Manifest) -> str | None:
     """The alloc conf the worker's torch read: PYTORCH_ALLOC_CONF before PYTORCH_CUDA_ALLOC_CONF (torch >= 2.9
     reads the first, the second is its older name); runs without the worker's record: the scenario's."""
     env = config.get("env")
     if isinstance(env, dict) and env:
         return env.get(TORCH_ALLOC_CONF_NEWER_ENV) or env.get(TORCH_ALLOC_CONF_ENV)
-    return (manifest.get("scenario") or {}).get("torch_alloc_conf")
+    return (manifest.scenario or {}).get("torch_alloc_conf")
 
 
 def request_ops(requests: list[dict[str, Any]], freed: list[dict[str, int]]) -> list[tuple[Any, ...]]:
@@ -40,7 +40,7 @@ def request_ops(requests: list[dict[str, Any]], freed: list[dict[str, int]]) -> 
     return [op for _seq, op in sorted(timeline, key=lambda x: x[0])]
 
 
-def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_step: dict[str, Any] | None,
+def summarize(pin_events: list[dict[str, Any]], manifest: Manifest, last_step: dict[str, Any] | None,
               end_census: dict[str, Any] | None, params: int | None,
               base_census: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The run's pinned-memory view (None for a run made before pin requests were recorded and without CUDA
@@ -57,7 +57,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     requests = [r for e in pin_events for r in e["requests"]]
     freed = [f for e in pin_events for f in e["freed"]]
     gone = {f["id"] for f in freed}
-    torch_version = (manifest.get("versions") or {}).get("torch")
+    torch_version = (manifest.versions or {}).get("torch")
     conf = alloc_conf(config, manifest)
     problem = None
     try:
@@ -67,7 +67,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
                                                         "what torch made of it, so nothing pinned is predicted")
     ops = request_ops(requests, freed)
     p = pinrule.predict(ops, rule)
-    on_cuda = (config.get("accelerator") or manifest.get("accelerator")) == "cuda"
+    on_cuda = (config.get("accelerator") or manifest.accelerator) == "cuda"
 
     def per_param(n: float | None) -> float | None:
         return None if n is None or not params else n / params
@@ -107,7 +107,7 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
     totals["slack_predicted_bytes_per_param"] = per_param(p.pinned - live)
     totals["slack_measured_bytes_per_param"] = None if measured_held is None or pinned_tensors is None \
         else per_param(measured_held - pinned_tensors)
-    scenario = manifest.get("scenario") or {}
+    scenario = manifest.scenario or {}
     zero = scenario.get("zero") or {}
     # a script's own DeepSpeed config decides pin_memory; rssprobe's scenario says nothing of it
     told = "script" if scenario.get("script") else zero.get("pin_memory", True) if zero else None
@@ -126,18 +126,18 @@ def summarize(pin_events: list[dict[str, Any]], manifest: dict[str, Any], last_s
         "locked_minus_native_pages": None if locked is None else locked - p.exact,
         "not_predicted": INTERNAL_NOTE, "problem": problem,
         # every fix of rssprobe/data/fixes.toml over the same requests (predicted for CUDA), the one in use named
-        "fixes": fixes.compare(ops, torch_version, conf, params, p.pinned, manifest.get("versions") or {})
+        "fixes": fixes.compare(ops, torch_version, conf, params, p.pinned, manifest.versions or {})
         if pin_events and not problem else [],
-        "fix_in_use": fixes.of_run(list(manifest.get("patches") or []), conf, zero.get("pin_memory")).name,
+        "fix_in_use": fixes.of_run(list(manifest.patches or []), conf, zero.get("pin_memory")).name,
     }
 
 
-def _measured_held(last_step: dict[str, Any] | None, manifest: dict[str, Any]) -> int | None:
+def _measured_held(last_step: dict[str, Any] | None, manifest: Manifest) -> int | None:
     """CUDA only: the caching host allocator's held bytes at the last step, plus pin.register's live bytes."""
     host = ((last_step or {}).get("cuda") or {}).get("pinned_host") or {}
     if not isinstance(host, dict) or not isinstance(host.get("held"), int) or isinstance(host["held"], bool):
         return None  # not a CUDA run (or a damaged figure: not shown as measured)
-    register = (manifest.get("effects") or {}).get(PIN_REGISTER) or {}
+    register = (manifest.effects or {}).get(PIN_REGISTER) or {}
     held = [register.get(k, 0) for k in ("registered_bytes", "unregistered_bytes")]
     return host["held"] + (held[0] - held[1] if all(isinstance(v, int) for v in held) else 0)
 

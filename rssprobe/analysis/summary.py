@@ -267,9 +267,9 @@ class Summary:
 
     # ---- interventions ------------------------------------------------------------------
     def interventions(self) -> list[dict[str, Any]]:
-        effects = self.manifest.get("effects") or {}
+        effects = self.manifest.effects or {}
         out = []
-        for spec in self.manifest.get("patches", []):
+        for spec in self.manifest.patches or []:
             name, _options = contract.parse(spec)
             entry = contract.INTERVENTIONS.get(name)
             effect = effects.get(name, {})
@@ -341,7 +341,7 @@ class Summary:
     def zero(self) -> dict[str, Any]:
         """The ZeRO stage and offloads the run used (its manifest's scenario; store/upgrade.py gives runs made
         before stages 1 and 3 were accepted their stage 2 with the optimizer offloaded)."""
-        scen = self.manifest.get("scenario") or {}
+        scen = self.manifest.scenario or {}
         z = scen.get("zero") or {}
         if (scen.get("model") or {}).get("kind") == "script" and not z:
             # a script's stage is its engine's: one that ended before deepspeed.initialize has none to show
@@ -366,7 +366,7 @@ class Summary:
         parameters x element size / parameters). A count, not an RSS reading: identical across repeats, so the
         gate decides on it at once (a release that stops releasing, DeepSpeed #7116, moves it)."""
         last = (self.steps[-1].get("gathered") or {}) if self.steps else {}
-        size = ELEMENT_BYTES.get((self.manifest.get("scenario") or {}).get("precision", "bf16"), 2)
+        size = ELEMENT_BYTES.get((self.manifest.scenario or {}).get("precision", "bf16"), 2)
         out = {}
         for at in ("after_backward", "after_step"):
             counts = last.get(at)
@@ -387,19 +387,20 @@ class Summary:
 
     def _as_dict(self) -> dict[str, Any]:
         m = self.manifest
+        scen = m.scenario or {}
         return {
-            "run": self.run.id, "path": str(self.run.path), "label": m.get("label"), "status": self.status,
-            "error": self.error, "exit_after_end": m.get("exit_after_end") if self.status == Status.OK else None,
-            "scenario": m.get("scenario", {}).get("name"), "zero": self.zero(),
+            "run": self.run.id, "path": str(self.run.path), "label": m.label, "status": self.status,
+            "error": self.error, "exit_after_end": m.exit_after_end if self.status == Status.OK else None,
+            "scenario": scen.get("name"), "zero": self.zero(),
             "zero3_gathered": self.zero3_gathered(),
-            "steps_done": len(self.steps), "steps_requested": m.get("scenario", {}).get("steps")
-            or (m.get("scenario", {}).get("script") or {}).get("stop_after") or len(self.steps),
+            "steps_done": len(self.steps), "steps_requested": scen.get("steps")
+            or (scen.get("script") or {}).get("stop_after") or len(self.steps),
             "script": modelinfo.script(self.by_kind, m),
             "params": self.params, "model": modelinfo.describe(self.by_kind, m),
-            "versions": m.get("versions"), "allocator": m.get("allocator"),
-            "malloc_env": m.get("malloc_env"),
+            "versions": m.versions, "allocator": m.allocator,
+            "malloc_env": m.malloc_env,
             "glibc_malloc": (self.phase_events.get("process_start") or {}).get("glibc"),
-            "accelerator": m.get("accelerator"), "cuda": self._cuda_note(),
+            "accelerator": m.accelerator, "cuda": self._cuda_note(),
             "baseline_rss_bytes": self.baseline["rss"] if self.baseline else None,
             "phases": self.phases(),
             "budget": self.budget("end"),
@@ -412,9 +413,9 @@ class Summary:
             "metrics": self.metrics(),
             "events": self.inrun_events(), "growth": self.growth(), "pinned": self.pinned(),
             "step_events": {str(k): v for k, v in inrun.step_marks(self.by_kind).items()},
-            "native": self.native() if self.rank == 0 else None, "memray": bool(m.get("memray")),
-            "world_size": m.get("world_size", 1), "rank": self.rank, "partition_params": self.partition_params,
-            "ranks": self.per_rank() if self.rank == 0 and m.get("world_size", 1) > 1 else None,
+            "native": self.native() if self.rank == 0 else None, "memray": bool(m.memray),
+            "world_size": m.world_size, "rank": self.rank, "partition_params": self.partition_params,
+            "ranks": self.per_rank() if self.rank == 0 and m.world_size > 1 else None,
             "node": self.node() if self.rank == 0 else None,
             "load": self.load(),
             "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
@@ -425,8 +426,8 @@ class Summary:
         holds its share only) also per parameter of the rank's partition."""
         partitioned = {f"role.{name}" for name in partitioned_roles(self.zero()["stage"])}
         rows = []
-        for rank in range(self.manifest.get("world_size", 1)):
-            state = (self.manifest.get("ranks") or {}).get(str(rank), {})
+        for rank in range(self.manifest.world_size):
+            state = (self.manifest.ranks or {}).get(str(rank), {})
             status = INCOMPLETE if rank in self.gaps else state.get("status")
             error = self.gaps.get(rank, state.get("error"))
             if not self._events(rank).events:  # nothing to summarize (a rank's events missing): no figure
@@ -448,7 +449,7 @@ class Summary:
         the end (absolute bytes: the node's host memory is what runs out), and the peak of the sum that
         the orchestrator sampled. PSS shares each shared page among its users, so it does not count
         libtorch's code or shared buffers once per rank as the RSS sum does."""
-        world = self.manifest.get("world_size", 1)
+        world = self.manifest.world_size
         if world < 2:
             return None
         # a rank without events has no point: then no point has every rank (nothing summed), and none is built
@@ -466,7 +467,7 @@ class Summary:
                 else None
             points[name] = {"rss_bytes": rss, "pss_bytes": pss, "rss_bytes_per_param": self.bpp(rss),
                             "pss_bytes_per_param": self.bpp(pss)}
-        sampled = self.manifest.get("node") or {}
+        sampled = self.manifest.node or {}
         peak = sampled.get("peak_rss_bytes")
         end = points.get("end", {})
         return {"ranks": world, "points": points, "rss_bytes": end.get("rss_bytes"), "pss_bytes": end.get("pss_bytes"),

@@ -118,7 +118,7 @@ def _measured_params(group: Path) -> int:
         return 0
     for run in GroupDir(group).present():
         try:
-            params = run.manifest().get("params")
+            params = run.manifest().params
         except UserError:
             continue
         if isinstance(params, int) and not isinstance(params, bool) and params > 0:

@@ -4,7 +4,7 @@ Part of the contract (rssprobe/contract/__init__.py): stdlib only."""
 
 import json
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from .events import _runtime, _wrong
@@ -58,6 +58,14 @@ class Manifest:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         return {FORMAT_KEY: out.pop(FORMAT_KEY), **out}
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> "Manifest":
+        """A manifest read back, typed (its JSON checked by manifest_problem and brought to this format first):
+        every declared field; one a run of an older format (or a launch rssprobe did not control) never wrote is
+        its default, or None where it has none. Keys this format does not declare are left out."""
+        return cls(**{f.name: data[f.name] if f.name in data else (None if f.default is MISSING else f.default)
+                      for f in fields(cls)})
 
 
 MANIFEST_REQUIRED = frozenset({"status", "scenario"})

@@ -53,7 +53,7 @@ class RunRequest:
 class RunResult:
     run: RunDir
     status: str
-    manifest: dict[str, Any]
+    manifest: contract.Manifest
 
 
 def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[str, str]:
@@ -238,7 +238,7 @@ def collect(path: Path) -> RunResult:
         raise UserError(f"{path}: no rank has written events yet ({contract.EVENTS_GLOB})")
     claim.claim(path, "run directory")  # two collects of one run do not write its tables over each other
     try:
-        return conclude(run, max(manifest["scenario"]["world_size"], max(run.ranks()) + 1), returncode=None)
+        return conclude(run, max(int(manifest.scenario.get("world_size") or 1), max(run.ranks()) + 1), returncode=None)
     finally:
         run.release()
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract import Manifest
+
 # what a script's own DeepSpeed config decides: not recorded before its engine says
 ENGINE_DECIDES = ("model", "optimizer", "zero", "precision", "micro_batch", "grad_accum_steps")
 
@@ -18,12 +20,12 @@ def recorded(resolved: dict[str, Any]) -> dict[str, Any]:
     return {**keep, "model": {"kind": "script"}, "zero": {}}
 
 
-def amend_manifest(manifest: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any] | None:
+def amend_manifest(manifest: Manifest, events: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The fields of the manifest's scenario that the script's engine decided (None when it never started)."""
     engine = next((e for e in events if e["event"] == "script_engine"), None)
-    if engine is None or not isinstance(engine.get("zero"), dict) or not isinstance(manifest.get("scenario"), dict):
+    if engine is None or not isinstance(engine.get("zero"), dict) or not isinstance(manifest.scenario, dict):
         return None  # never initialized (or a damaged event, from a launch rssprobe did not control)
-    scen = dict(manifest["scenario"])
+    scen = dict(manifest.scenario)
     scen["zero"] = dict(engine["zero"])
     scen.update({k: engine.get(k) for k in ENGINE_DECIDES[3:]})  # precision, micro_batch, grad_accum_steps
     return {"scenario": scen, "deepspeed_config": engine.get("deepspeed_config")}

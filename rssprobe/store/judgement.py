@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..contract import events_file
+from ..contract import Manifest, events_file
 from ..contract.status import Status
 
 INCOMPLETE = "incomplete"
@@ -72,18 +72,18 @@ def table_problem(name: str, steps: list[int] | None, read: Events) -> str | Non
     return None
 
 
-def incomplete(manifest: dict[str, Any], read: Callable[[int], Events],
+def incomplete(manifest: Manifest, read: Callable[[int], Events],
                table: TableCheck | None = None) -> dict[int, str]:
     """rank -> why its files do not back the manifest's ok; empty when they do (or it claims no ok).
 
     `read(rank)` gives a rank's Events (so the caller's cache is used); `table(rank, events)` why its per-step
     table does not hold them."""
-    if manifest.get("status") not in CLAIMS_ALL:
+    if manifest.status not in CLAIMS_ALL:
         return {}
-    expected = _most(manifest["scenario"].get("steps"), manifest.get("steps_done"))
+    expected = _most(manifest.scenario.get("steps"), manifest.steps_done)
     out = {}
-    for rank in range(manifest.get("world_size", 1)):
-        want = _most(expected, ((manifest.get("ranks") or {}).get(str(rank)) or {}).get("steps_done"))
+    for rank in range(manifest.world_size):
+        want = _most(expected, ((manifest.ranks or {}).get(str(rank)) or {}).get("steps_done"))
         events = read(rank)
         why = rank_incomplete(events_file(rank), events, want) or (table(rank, events) if table else None)
         if why:
@@ -91,7 +91,7 @@ def incomplete(manifest: dict[str, Any], read: Callable[[int], Events],
     return out
 
 
-def judged(manifest: dict[str, Any], read: Callable[[int], Events],
+def judged(manifest: Manifest, read: Callable[[int], Events],
            table: TableCheck | None = None) -> tuple[str, str | None, dict[int, str]]:
     """(status, error, rank -> gap): the manifest's status where the files back it, else "incomplete" with why."""
     gaps = incomplete(manifest, read, table)
@@ -99,11 +99,11 @@ def judged(manifest: dict[str, Any], read: Callable[[int], Events],
         named = list(gaps.values())[:SHOWN_GAPS]  # one line whatever the ranks: the first few, then a count
         more = f" (and {len(gaps) - SHOWN_GAPS:,} more ranks)" if len(gaps) > SHOWN_GAPS else ""
         return INCOMPLETE, "; ".join(named) + more, gaps
-    if manifest.get("status") == Status.RUNNING:
-        why = gone(manifest.get("orchestrator"))
+    if manifest.status == Status.RUNNING:
+        why = gone(manifest.orchestrator)
         if why:
             return INCOMPLETE, why, {}
-    return manifest["status"], manifest.get("error"), {}
+    return manifest.status, manifest.error, {}
 
 
 def _most(*counts: Any) -> int | None:

@@ -124,7 +124,12 @@ class RunDir:
     def id(self) -> str:
         return self.path.name
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> contract.Manifest:
+        """The manifest, typed (checked, and brought to this format: store/upgrade.py); UserError when there is
+        none or it is damaged."""
+        return contract.Manifest.read(self._manifest_json())
+
+    def _manifest_json(self) -> dict[str, Any]:
         path = self.path / MANIFEST
         if not path.exists():
             raise UserError(f"{self.path}: not a run directory (no {MANIFEST})")
@@ -137,15 +142,16 @@ class RunDir:
     def write_manifest(self, manifest: contract.Manifest) -> None:
         write_json_atomic(self.path / MANIFEST, manifest.as_dict())
 
-    def update_manifest(self, **fields: Any) -> dict[str, Any]:
-        """Set later fields of the manifest; only names contract.Manifest declares."""
+    def update_manifest(self, **fields: Any) -> contract.Manifest:
+        """Set later fields of the manifest; only names contract.Manifest declares (the file keeps any other key
+        it holds)."""
         unknown = sorted(set(fields) - set(contract.MANIFEST_TYPES))
         if unknown:
             raise ValueError(f"not manifest fields (rssprobe.contract.Manifest): {', '.join(unknown)}")
-        manifest = self.manifest()
+        manifest = self._manifest_json()
         manifest.update(fields)
         write_json_atomic(self.path / MANIFEST, manifest)
-        return manifest
+        return contract.Manifest.read(manifest)
 
     def ranks(self) -> list[int]:
         """The ranks that wrote events (one for a 1-rank run)."""
@@ -171,11 +177,11 @@ class RunDir:
             return str(e).replace(f"{self.path}/", "")
         return judgement.table_problem(name, steps, events)
 
-    def incomplete(self, manifest: dict[str, Any] | None = None) -> dict[int, str]:
+    def incomplete(self, manifest: contract.Manifest | None = None) -> dict[int, str]:
         """rank -> why its files do not back a manifest that says ok (empty: they do)."""
         return judgement.incomplete(manifest or self.manifest(), self.read_events, self.steps_problem)
 
-    def judged(self, manifest: dict[str, Any] | None = None) -> tuple[str, str | None, dict[int, str]]:
+    def judged(self, manifest: contract.Manifest | None = None) -> tuple[str, str | None, dict[int, str]]:
         """(status, error, rank -> gap) as the files back it (store.judgement.judged)."""
         return judgement.judged(manifest or self.manifest(), self.read_events, self.steps_problem)
 
@@ -201,7 +207,7 @@ class RunDir:
         """From its manifest's start to its end; None for a run that has not ended (or cannot say)."""
         try:
             m = self.manifest()
-            return (datetime.fromisoformat(m["ended"]) - datetime.fromisoformat(m["started"])).total_seconds()
+            return (datetime.fromisoformat(m.ended or "") - datetime.fromisoformat(m.started)).total_seconds()
         except (KeyError, TypeError, ValueError, UserError):
             return None
 
@@ -236,9 +242,6 @@ class GroupDir:
     def info(self) -> dict[str, Any]:
         path = self.path / GROUP
         return check_group(path, reader.read_json_object(path, "group file"))
-
-    def manifest(self) -> dict[str, Any]:  # for sorting alongside runs
-        return self.info()
 
     def member(self, i: int) -> Path:
         return self.path / layout.group_member(i)
@@ -299,7 +302,7 @@ def _by_start(entries: list[RunDir | GroupDir]) -> list[RunDir | GroupDir]:
     """Oldest first, by the start their manifest (or group file) records; a damaged one is left out."""
     def started(e: RunDir | GroupDir) -> str | None:
         try:
-            return str(e.manifest().get("started", ""))
+            return str((e.manifest().started if isinstance(e, RunDir) else e.info().get("started")) or "")
         except UserError:
             return None  # a damaged entry is not the latest of anything; showing it names the damage
 

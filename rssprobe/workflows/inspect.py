@@ -40,7 +40,7 @@ def entry(found: RunDir | GroupDir, rank: int = 0) -> View:
     if rank not in found.ranks() and rank != 0:  # rank 0 without events: shown, and why (incomplete)
         raise UserError(f"{found.path}: no rank {rank} in this run (ranks: {found.ranks()})")
     data = Summary(found, rank).as_dict()
-    tail = found.manifest().get("log_tail") if data["status"] != Status.OK else None
+    tail = found.manifest().log_tail if data["status"] != Status.OK else None
     return View("run", data, tail)
 
 
