@@ -177,8 +177,10 @@ def test_checkpointed_layers_all_get_gradients(mode: str) -> None:
     graph unless an input needs a gradient, which would leave the first layer without one."""
     import torch
 
-    scen = {"seed": 0, "model": {"layers": 3, "width": 16, "param_groups": 1, "activation": "gelu",
-                                 "activation_checkpointing": mode}}
+    from rssprobe.config import scenario
+
+    scen = scenario.validate({"name": "t", "model": {"layers": 3, "width": 16, "activation": "gelu",
+                                                     "activation_checkpointing": mode}}, "t").model_dump()
     model, groups, params = training.build_model(scen)
     assert params == 3 * (16 * 16 + 16) and len(groups[0]["params"]) == 6
     assert sum(isinstance(m, torch.nn.GELU) for m in model.modules()) == 3

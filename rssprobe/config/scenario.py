@@ -62,6 +62,9 @@ class FromPretrained(_Strict):
                               "load) or after it (every rank loads the whole model: FAI-RL #68's order)")
 
 
+DEFAULT_SEQ_LEN = 128  # kind transformers: tokens per sample unless model.seq_len says
+
+
 class Model(_Strict):
     """A synthetic MLP of square Linear layers, sized by parameter count or by layers x width (kind linear);
     a Hugging Face causal LM built from a config (kind transformers, config/hfconfig.py); or a script's own."""
@@ -71,7 +74,8 @@ class Model(_Strict):
                               "script: the model a --script builds (nothing else here)")
     hf: dict[str, Any] | None = Field(None, description="kind transformers: transformers.AutoConfig.for_model "
                                                         "keyword arguments (model_type, hidden_size, ...)")
-    seq_len: int | None = Field(None, gt=0, description="kind transformers: tokens per sample (random ids)")
+    seq_len: int | None = Field(None, gt=0, description="kind transformers: tokens per sample (random ids; "
+                                                       f"default {DEFAULT_SEQ_LEN})")
     params: float | None = Field(None, gt=0, description="target parameter count (sets layers; transformers: "
                                                          "num_hidden_layers, the other dimensions kept)")
     layers: int | None = Field(None, gt=0)
@@ -125,6 +129,8 @@ class Model(_Strict):
                 raise ValueError(f"{extra[0]}: a script builds its own model; rssprobe sets nothing of it")
         elif not self.hf:
             raise ValueError("kind = \"transformers\" needs [model.hf] (model_type and the config's keyword arguments)")
+        elif self.seq_len is None:  # decided here, where the schema is: the worker applies no default of its own
+            self.seq_len = DEFAULT_SEQ_LEN
         return self
 
     @property

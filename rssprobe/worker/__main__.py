@@ -75,7 +75,7 @@ class Worker:
         self.modules_seen: set[str] | None = None  # sys.modules at the previous census
         self.launcher_args: list[str] = []  # options a launcher appended (deepspeed's --local_rank=N)
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
-        self.zero_stage = int(self.scenario["zero"].get("stage", 2))  # a script's: its engine's, once initialized
+        self.zero_stage = int(self.scenario["zero"]["stage"])  # a script's: its engine's, once initialized
         self.accelerator = "cpu"  # DeepSpeed's accelerator, once picked (start)
         self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
         self.hf_ds_config: Any = None  # a loaded model's HfDeepSpeedConfig (transformers holds it weakly)
@@ -288,14 +288,14 @@ class Worker:
         if self.pins is not None:
             self.pins.step = step
         probes = self.scenario["probes"]
-        self.probes_on = recorder.enabled = not (probes.get("alternate", False) and step % 2 == 0)
-        recorder.light = step > 1 and probes.get("steady_sites") == "light"
+        self.probes_on = recorder.enabled = not (probes["alternate"] and step % 2 == 0)
+        recorder.light = step > 1 and probes["steady_sites"] == "light"
 
     def end_step(self, recorder: SiteRecorder, step: int, step_interval: Any, time_s: float,
                  parts: dict[str, dict[str, int]], gathered: dict[str, Any], loss: float | None,
                  micro_steps: int) -> None:
         """Close a step's interval and write its event (and the after-first-step census)."""
-        alternate = self.scenario["probes"].get("alternate", False)
+        alternate = self.scenario["probes"]["alternate"]
         peak = self.tracker.exit(step_interval)
         sites, calls, probe_s = recorder.drain()
         self.events.emit("step", step=step, time_s=time_s, probe_s=probe_s, peak=peak, entry_rss=step_interval.rss0,

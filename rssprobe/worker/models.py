@@ -17,8 +17,6 @@ from typing import Any
 
 from . import procfs
 
-DEFAULT_SEQ_LEN = 128
-
 
 def kind(scenario: dict[str, Any]) -> str:
     return scenario["model"].get("kind") or "linear"
@@ -82,7 +80,7 @@ def inputs(scenario: dict[str, Any], device: Any, dtype: Any) -> Any:
     m = scenario["model"]
     if kind(scenario) == "transformers":
         vocab = int(m["hf"].get("vocab_size") or _config(scenario).vocab_size)
-        return torch.randint(0, vocab, (scenario["micro_batch"], m.get("seq_len") or DEFAULT_SEQ_LEN), device=device)
+        return torch.randint(0, vocab, (scenario["micro_batch"], m["seq_len"]), device=device)
     return torch.randn(scenario["micro_batch"], m["width"], dtype=dtype, device=device)
 
 

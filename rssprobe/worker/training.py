@@ -88,14 +88,14 @@ def build_model(scenario: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], in
     import torch
 
     m = scenario["model"]
-    if m.get("kind", "linear") == "transformers":
+    if m["kind"] == "transformers":
         from . import models
 
         return models.build(scenario)
     torch.manual_seed(scenario["seed"])
     width = m["width"]
-    activation = m.get("activation", "relu")
-    checkpointing = m.get("activation_checkpointing", False)
+    activation = m["activation"]
+    checkpointing = m["activation_checkpointing"]
     wrap = _checkpointed_class() if checkpointing else None
     blocks: list[torch.nn.Module] = []
     linears: list[torch.nn.Module] = []
