@@ -8,7 +8,7 @@ which a requested patch never took effect, cannot pass as evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -21,6 +21,7 @@ from ..store.judgement import DAMAGED, MISSING
 from ..store.rundir import GroupDir, RunDir, resolve_entry, resolve_runs
 from . import answers, metrics, stats
 from .metrics import GATED, HEADLINE
+from .results import Comparison
 from .summary import Summary, summarise
 
 
@@ -154,7 +155,7 @@ class Result:
         checked = [c.verdict for group in self.comparisons.values() for c in group if self.is_gated(c.metric)]
         return verdicts.overall(checked, bool(self.problems))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Comparison:
         out = {
             "a": self.a.describe(), "b": self.b.describe(), "threshold_bytes_per_param": self.threshold,
             "alpha": self.alpha, "verdict": self.verdict(), "problems": self.problems, "gated": list(self.gated),
@@ -162,7 +163,7 @@ class Result:
             "comparisons": {k: [{**c.as_dict(), "gated": self.is_gated(c.metric)} for c in v]
                             for k, v in self.comparisons.items()},
         }
-        return {"answer": answers.comparison(out), **out}
+        return cast(Comparison, {"answer": answers.comparison(out), **out})
 
 
 def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float = stats.ALPHA,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from statistics import fmean
-from typing import Any
+from typing import Any, cast
 
 from .. import contract
 from ..contract import NATIVE, glibc_in_use, partitioned_roles
@@ -22,6 +22,7 @@ from ..store.rundir import RunDir, read_native
 from . import answers, inrun, metrics, modelinfo, pinned, stats
 from .hostsplit import split as host_device_split
 from .metrics import short_name
+from .results import RunSummary
 
 SITE_PHASES = metrics.SITE_PHASES
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}  # a scenario precision's bytes per element
@@ -381,9 +382,9 @@ class Summary:
     def growth(self) -> dict[str, Any] | None:
         return inrun.growth(self.steps, self.params)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RunSummary:
         out = self._as_dict()
-        return {"answer": answers.run(out), **out}
+        return cast(RunSummary, {"answer": answers.run(out), **out})
 
     def _as_dict(self) -> dict[str, Any]:
         m = self.manifest

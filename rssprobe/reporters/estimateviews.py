@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..analysis.results import Estimate
 from .output import emit
 from .pinviews import fixes_sentence
 from .table import NA, Table
@@ -150,7 +151,7 @@ def header_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def show(data: dict[str, Any], fmt: str) -> None:
+def show(data: Estimate, fmt: str) -> None:
     emit(fmt, data, header_lines(data), tables(data), bool(data["checks"]), answer=data["answer"])
     if fmt != "json":
         click.echo(("\n" if fmt == "markdown" else "") + data["provision"]["line"])

@@ -11,6 +11,7 @@ import click
 from .. import verdicts
 from ..analysis import metrics
 from ..analysis.metrics import PATCH_EFFECTS, columns
+from ..analysis.results import Comparison, RunSummary
 from ..contract.status import Status
 from . import diffviews, markdown, scaleviews, views
 from .output import emit
@@ -24,7 +25,7 @@ def status_table(summaries: list[dict[str, Any]]) -> Table:
                    views.zero_line(s)] for s in summaries])
 
 
-def run(data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None,
+def run(data: RunSummary, fmt: str, all_sites: bool = False, log_tail: str | None = None,
         show_all: bool = False) -> None:
     tables, details = views.run_table_parts(data, all_sites=all_sites or fmt in ("csv", "json"))
     if fmt == "csv":  # the header lines, which carry the status, are not part of CSV
@@ -128,7 +129,7 @@ def plan_list(data: dict[str, Any], fmt: str) -> None:
     emit(fmt, data, [], [table], alarm=False)
 
 
-def comparison(result: dict[str, Any], fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
+def comparison(result: Comparison, fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
     """A comparison (analysis.compare.Result.as_dict()) as diff and gate print it: the answer, what was compared,
     the key figures and what differs; every figure's table behind --all (folded in markdown)."""
     emit(fmt, result, diffviews.header_lines(result), diffviews.lead_tables(result),
@@ -137,7 +138,7 @@ def comparison(result: dict[str, Any], fmt: str, all_sites: bool = False, show_a
          details_summary=diffviews.detail_summary(result))
 
 
-def comparison_markdown(result: dict[str, Any]) -> str:
+def comparison_markdown(result: Comparison) -> str:
     """The comparison as markdown (a job summary, a report page): the same answer, key tables and folds."""
     return markdown.render(diffviews.header_lines(result), diffviews.lead_tables(result), result["answer"],
                            diffviews.tables(result), diffviews.detail_summary(result))

@@ -28,13 +28,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import contract
 from ..analysis import calibration as calib
 from ..analysis import dsformula, nearer, partition, provision, sweep
 from ..analysis import estimate as arithmetic
 from ..analysis.pinrule import KEYS_SINCE, Rule
+from ..analysis.results import Estimate
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import scale
 from ..config import hfconfig, knownmodels, modelshape, patchsets, torch_alloc_conf
@@ -416,7 +417,7 @@ def _nearer(req: Request, q: Question, plan: Plan | None, cal: calib.Calibration
             "--calibration DIR")
 
 
-def run(req: Request) -> dict[str, Any]:
+def run(req: Request) -> Estimate:
     """Check, calibrate (or load), estimate; the estimate as a dict (analysis/estimate.py's, and what it is)."""
     q = question(req)
     scen, shape, origin = target_scenario(req)
@@ -496,7 +497,7 @@ def run(req: Request) -> dict[str, Any]:
                                 memlimits.lock_limit() if q.for_this_machine else None)
     formula = dsformula.formula(shape.params, ranks, req.nodes, zero.stage, zero.offload_param)
     estimator = info["estimator_cpu_bytes"]
-    return {contract.FORMAT_KEY: contract.FORMAT_VERSION,
+    return cast(Estimate, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
             "answer": provision.answer(what, out["node"], rows, prov, ram, ram_from, fixes),
             "target": _describe_target(scen, shape, zero, req, q, origin), **out,
             "phases": rows, "provision": {**prov, "line": provision.provision_line(prov)},
@@ -513,4 +514,4 @@ def run(req: Request) -> dict[str, Any]:
                             "repeats": cal.repeats, "steps": cal.steps, "ranks": cal.ranks,
                             "params": sorted(set(cal.params)), "left_out": cal.left_out, "allocator": cal.allocator,
                             "malloc_env": cal.malloc_env, "scenario": cal.scenario.get("name"),
-                            "provenance": cal.provenance, "proxy": plan.proxy if plan else None}}
+                            "provenance": cal.provenance, "proxy": plan.proxy if plan else None}})

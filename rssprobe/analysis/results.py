@@ -1,0 +1,155 @@
+"""The results the reporters render and `--format json` prints, declared: a run's summary, a comparison of two
+sides, an estimate. Each is the JSON users script against, so its keys are declared once, here, with their types
+(TypedDicts: at run time plain dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these
+keys, so a key added, renamed or dropped in a producer fails there before it reaches a user's script).
+
+Nested figures stay dicts keyed by figure name (`metrics`, `budget`, ...): their names are data (analysis/metrics.py
+and the site and role lists), not fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class RunSummary(TypedDict):
+    """`rssprobe show RUN --format json`: one rank of one run (analysis/summary.py: Summary.as_dict)."""
+
+    answer: list[str]  # the answer's sentences, first
+    run: str
+    path: str
+    label: str | None
+    status: str
+    error: str | None
+    exit_after_end: str | None
+    scenario: str | None
+    zero: dict[str, Any]
+    zero3_gathered: dict[str, Any] | None
+    steps_done: int
+    steps_requested: int
+    script: dict[str, Any] | None
+    params: int | None
+    model: dict[str, Any] | None
+    versions: dict[str, Any] | None
+    allocator: str | None
+    malloc_env: dict[str, str] | None
+    glibc_malloc: dict[str, Any] | None
+    accelerator: str | None
+    cuda: str | None
+    baseline_rss_bytes: int | None
+    phases: dict[str, Any]
+    budget: dict[str, Any] | None
+    budgets: list[dict[str, Any]]
+    census_times: list[dict[str, Any]]
+    sites: list[dict[str, Any]]
+    site_status: dict[str, Any]
+    sites_first_step_only: list[str]
+    sites_steady: str
+    interventions: list[dict[str, Any]]
+    never_took_effect: list[str]
+    metrics: dict[str, float]
+    events: dict[str, Any]
+    growth: dict[str, Any] | None
+    pinned: dict[str, Any] | None
+    step_events: dict[str, Any]
+    native: dict[str, Any] | None
+    memray: bool
+    world_size: int
+    rank: int
+    partition_params: int | None
+    ranks: list[dict[str, Any]] | None
+    node: dict[str, Any] | None
+    load: dict[str, Any] | None
+    mean_step_time_s: float | None
+
+
+class SideDescription(TypedDict):
+    """One side of a comparison: a run or a group, what it ran and how many of its runs finished."""
+
+    name: str
+    label: str | None
+    scenario: str | None
+    runs: int
+    ok: int
+    failed: list[str]
+    params: int | None
+    patches: dict[str, Any]  # intervention -> how often it fired, per run
+    allocator: str | None
+    malloc_env: dict[str, str] | None
+    versions: dict[str, Any] | None
+    never_took_effect: list[str]
+
+
+class FigureComparison(TypedDict):
+    """One figure of A against B: means, spreads, the difference with its interval, the verdict and why."""
+
+    metric: str
+    gated: bool
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    sd_a: float | None
+    sd_b: float | None
+    delta: float | None
+    interval: float | None  # half-width of the 95% Welch t interval of delta (None below 2 repeats a side)
+    p_increase: float | None
+    p_decrease: float | None
+    verdict: str
+    reason: str
+
+
+class Comparison(TypedDict):
+    """`rssprobe diff A B --format json` and the gate's runs (analysis/compare.py: Result.as_dict)."""
+
+    answer: list[str]
+    a: SideDescription
+    b: SideDescription
+    threshold_bytes_per_param: float
+    alpha: float
+    verdict: str
+    problems: list[str]
+    gated: list[str]
+    differences: list[dict[str, Any]]
+    comparisons: dict[str, list[FigureComparison]]
+
+
+class Estimate(TypedDict):
+    """`rssprobe estimate --format json` (workflows/estimate.py: run): per rank and per node, phase by phase,
+    whether it fits, and where every term comes from (measured or predicted)."""
+
+    format: int
+    answer: list[str]
+    target: dict[str, Any]
+    rank: dict[str, Any]
+    node: dict[str, Any]
+    steps: int
+    fits: dict[str, Any]
+    checks: list[dict[str, Any]]
+    fixes: list[dict[str, Any]]
+    extrapolation: float
+    far: bool
+    phases: list[dict[str, Any]]
+    provision: dict[str, Any]
+    node_ram: dict[str, Any]
+    changes: list[dict[str, Any]]
+    lock: dict[str, Any] | None
+    deepspeed_estimate_bytes: float | None
+    deepspeed_estimate_rank_bytes: float | None
+    deepspeed_estimator: str | None
+    deepspeed_formula: dict[str, Any]
+    versions: dict[str, Any]
+    measured_terms: dict[str, str]
+    predicted_terms: dict[str, str]
+    notes: list[str]
+    calibration: dict[str, Any]
+
+
+DECLARED: dict[str, type] = {"run": RunSummary, "comparison": Comparison, "side": SideDescription,
+                             "figure comparison": FigureComparison, "estimate": Estimate}
+
+
+def undeclared(kind: str, data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(keys `data` has that its declaration lacks, declared keys `data` lacks): both empty when they agree."""
+    declared = set(DECLARED[kind].__annotations__)
+    return sorted(set(data) - declared), sorted(declared - set(data))

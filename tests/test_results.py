@@ -1,0 +1,60 @@
+"""The declared results (rssprobe/analysis/results.py) are what the producers make: real outputs, from the
+recorded demo runs and an estimate from the packaged H200 calibration, carry exactly the declared keys (a key added,
+renamed or dropped fails here, not in a user's script that reads the JSON) and values of the declared kinds."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rssprobe.analysis import results
+from rssprobe.analysis.compare import Side, compare
+from rssprobe.analysis.summary import summarise
+from rssprobe.store.rundir import RunDir
+from rssprobe.workflows import estimate
+
+
+def _kind_ok(value: Any, hint: Any) -> bool:
+    """Whether a value is of its declared type, one level deep (TypedDicts are dicts; Any takes anything)."""
+    if hint is Any:
+        return True
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, __import__("types").UnionType) \
+        else (hint,)
+    for option in options:
+        if option is type(None) and value is None:
+            return True
+        if option is Any:
+            return True
+        origin = typing.get_origin(option) or option
+        if isinstance(origin, type) and typing.is_typeddict(origin):
+            origin = dict
+        if origin is float and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if isinstance(origin, type) and isinstance(value, origin):
+            return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def outputs(demo_runs: Path) -> dict[str, dict[str, Any]]:
+    comparison = compare(Side.load(str(demo_runs / "baseline")), Side.load(str(demo_runs / "patched"))).as_dict()
+    figure = next(iter(comparison["comparisons"].values()))[0]
+    return {"run": dict(summarise(RunDir(demo_runs / "baseline" / "run-01"))), "comparison": dict(comparison),
+            "side": dict(comparison["a"]), "figure comparison": dict(figure),
+            "estimate": dict(estimate.run(estimate.Request(model="llama-2-7b", gpus_per_node=8)))}
+
+
+@pytest.mark.parametrize("kind", list(results.DECLARED))
+def test_each_result_has_exactly_its_declared_keys_and_kinds(outputs: dict[str, dict[str, Any]], kind: str) -> None:
+    data = outputs[kind]
+    assert results.undeclared(kind, data) == ([], [])
+    hints = typing.get_type_hints(results.DECLARED[kind])
+    wrong = {key: type(value).__name__ for key, value in data.items() if not _kind_ok(value, hints[key])}
+    assert wrong == {}
+
+
+def test_a_key_a_producer_adds_is_named() -> None:
+    assert results.undeclared("side", {"name": "a", "new": 1})[0] == ["new"]
