@@ -75,7 +75,9 @@ class Worker:
         self.modules_seen: set[str] | None = None  # sys.modules at the previous census
         self.launcher_args: list[str] = []  # options a launcher appended (deepspeed's --local_rank=N)
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
-        self.zero_stage = int(self.scenario["zero"]["stage"])  # a script's: its engine's, once initialized
+        # a script's scenario has no stage until its engine decides one (run/scriptrun.py: recorded); until then
+        # its census names stage 2's roles, and the engine's stage once it is initialized
+        self.zero_stage = int(self.scenario["zero"].get("stage", 2))
         self.accelerator = "cpu"  # DeepSpeed's accelerator, once picked (start)
         self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
         self.hf_ds_config: Any = None  # a loaded model's HfDeepSpeedConfig (transformers holds it weakly)
