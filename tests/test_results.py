@@ -1,20 +1,22 @@
-"""The declared results (rssprobe/analysis/results.py) are what the producers make: real outputs, from the
-recorded demo runs and an estimate from the packaged H200 calibration, carry exactly the declared keys (a key added,
-renamed or dropped fails here, not in a user's script that reads the JSON) and values of the declared kinds."""
+"""The declared results (rssprobe/analysis/results.py) are what the producers make. Real outputs (the recorded
+demo runs, the H200 machine's size sweep, an estimate from the packaged H200 calibration) carry exactly the declared
+keys (a key added, renamed or dropped fails here, not in a user's script that reads the JSON) and values of the
+declared kinds."""
 
 from __future__ import annotations
 
+import tarfile
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rssprobe.analysis import results
+from rssprobe.analysis import results, sweep
 from rssprobe.analysis.compare import Side, compare
 from rssprobe.analysis.summary import summarise
 from rssprobe.store.rundir import RunDir
-from rssprobe.workflows import estimate
+from rssprobe.workflows import estimate, inspect
 
 
 def _kind_ok(value: Any, hint: Any) -> bool:
@@ -39,10 +41,15 @@ def _kind_ok(value: Any, hint: Any) -> bool:
 
 
 @pytest.fixture(scope="module")
-def outputs(demo_runs: Path) -> dict[str, dict[str, Any]]:
+def outputs(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    h200 = tmp_path_factory.mktemp("h200")  # a real size sweep: the H200 machine's (reports/gpu-check-h200)
+    with tarfile.open(Path(__file__).resolve().parent.parent / "reports" / "gpu-check-h200" / "runs.tar.gz") as tar:
+        tar.extractall(h200, filter="data")
     comparison = compare(Side.load(str(demo_runs / "baseline")), Side.load(str(demo_runs / "patched"))).as_dict()
     figure = next(iter(comparison["comparisons"].values()))[0]
-    return {"run": dict(summarise(RunDir(demo_runs / "baseline" / "run-01"))), "comparison": dict(comparison),
+    return {"run": dict(summarise(RunDir(demo_runs / "baseline" / "run-01"))),
+            "group": dict(inspect.view(str(demo_runs / "baseline")).data),
+            "scale": dict(sweep.Sweep.load(h200 / "runs0" / "scale-default").as_dict()), "comparison": dict(comparison),
             "side": dict(comparison["a"]), "figure comparison": dict(figure),
             "estimate": dict(estimate.run(estimate.Request(model="llama-2-7b", gpus_per_node=8)))}
 

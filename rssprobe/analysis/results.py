@@ -1,7 +1,8 @@
-"""The results the reporters render and `--format json` prints, declared: a run's summary, a comparison of two
-sides, an estimate. Each is the JSON users script against, so its keys are declared once, here, with their types
-(TypedDicts: at run time plain dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these
-keys, so a key added, renamed or dropped in a producer fails there before it reaches a user's script).
+"""The results the reporters render and `--format json` prints, declared: a run's summary, a group of runs, a
+size sweep, a comparison of two sides, an estimate. Each is the JSON users script against, so its keys are
+declared once, here, with their types (TypedDicts: at run time plain dicts, as the JSON is; tests/test_results.py
+holds real outputs to exactly these keys, so a key added, renamed or dropped in a producer fails there before it
+reaches a user's script).
 
 Nested figures stay dicts keyed by figure name (`metrics`, `budget`, ...): their names are data (analysis/metrics.py
 and the site and role lists), not fields.
@@ -61,6 +62,48 @@ class RunSummary(TypedDict):
     node: dict[str, Any] | None
     load: dict[str, Any] | None
     mean_step_time_s: float | None
+
+
+class GroupView(TypedDict):
+    """`rssprobe show GROUP --format json`: N fresh runs of one configuration (group.json's fields), each run's
+    summary and each figure across them (workflows/inspect.py)."""
+
+    answer: list[str]
+    group: str
+    format: int
+    id: str
+    label: str
+    scenario: str
+    repeat: int
+    started: str
+    runs: list[RunSummary]
+    across: list[dict[str, Any]]
+
+
+class ScaleSweep(TypedDict):
+    """`rssprobe show SWEEP --format json` and `rssprobe scale`: a size sweep's index and its fit of every figure
+    over the sizes (analysis/sweep.py: Sweep.as_dict)."""
+
+    answer: list[str]
+    scale: str
+    format: int
+    kind: str
+    created: str
+    scenario: str
+    scenario_name: str
+    label: str
+    sizes: list[float]
+    params: list[int]
+    repeat: int
+    options: dict[str, Any]
+    definition: dict[str, Any]
+    command: list[str]
+    groups: list[dict[str, Any]]
+    sizes_run: list[Any]
+    problems: list[str]
+    other_shards: list[Any]
+    runs_in_fit: int
+    fit: list[dict[str, Any]]
 
 
 class SideDescription(TypedDict):
@@ -145,7 +188,8 @@ class Estimate(TypedDict):
     calibration: dict[str, Any]
 
 
-DECLARED: dict[str, type] = {"run": RunSummary, "comparison": Comparison, "side": SideDescription,
+DECLARED: dict[str, type] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
+                             "comparison": Comparison, "side": SideDescription,
                              "figure comparison": FigureComparison, "estimate": Estimate}
 
 

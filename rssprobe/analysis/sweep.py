@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import verdicts
 from ..contract.status import Status
@@ -21,6 +21,7 @@ from ..store.rundir import GroupDir, RunDir
 from . import answers, metrics, stats
 from . import fit as fitting
 from .metrics import GATED
+from .results import ScaleSweep
 from .summary import Summary
 
 NO_FIT = "fewer than 2 sizes have a finished run: nothing to fit"
@@ -110,11 +111,11 @@ class Sweep:
         """Every run of every size, finished or not."""
         return [r for _p, g in self.scale.groups() if GroupDir.is_group(g) for r in GroupDir(g).runs()]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ScaleSweep:
         out = {"scale": str(self.scale.path), **self.info, "sizes_run": self.sizes, "problems": self.problems,
                "other_shards": self.other_shards, "runs_in_fit": len(self.points),
                "fit": [fit_row(f) for f in self.fits()]}
-        return {"answer": answers.sweep(out), **out}
+        return cast(ScaleSweep, {"answer": answers.sweep(out), **out})
 
 
 def fit_row(f: fitting.Fit) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import click
 from .. import verdicts
 from ..analysis import metrics
 from ..analysis.metrics import PATCH_EFFECTS, columns
-from ..analysis.results import Comparison, RunSummary
+from ..analysis.results import Comparison, GroupView, RunSummary, ScaleSweep
 from ..contract.status import Status
 from . import diffviews, markdown, scaleviews, views
 from .output import emit
@@ -37,7 +37,7 @@ def run(data: RunSummary, fmt: str, all_sites: bool = False, log_tail: str | Non
         click.echo(f"last lines of the worker's output ({data['path']}/worker*.log):\n{log_tail}", err=True)
 
 
-def group(data: dict[str, Any], fmt: str) -> None:
+def group(data: GroupView, fmt: str) -> None:
     summaries = data["runs"]
     lines = [f"group {data['group']}: {len(summaries)} runs of {data['scenario']} [{data['label']}]"]
     lines += [views.header_lines(s)[0] for s in summaries]
@@ -46,7 +46,7 @@ def group(data: dict[str, Any], fmt: str) -> None:
     emit(fmt, data, lines, [*tables, views.group_table(data)], bad, answer=data["answer"])
 
 
-def scale(data: dict[str, Any], fmt: str, all_sites: bool = False) -> None:
+def scale(data: ScaleSweep, fmt: str, all_sites: bool = False) -> None:
     """A size sweep: the fit of every figure over its sizes."""
     tables = [scaleviews.fit_table(data, all_sites or fmt in ("csv", "json")), scaleviews.sizes_table(data)]
     emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]), answer=data["answer"])
