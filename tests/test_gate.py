@@ -199,3 +199,22 @@ def test_gate_run_interleaves_baseline_and_candidate_runs(tmp_path: Path) -> Non
     # one run at a time, in the order baseline, candidate, candidate, baseline
     assert all(a["ended"] <= b["started"] for a, b in itertools.pairwise(by_start))
     assert [r["label"] != "baseline" for r in by_start] == [False, True, True, False]
+
+
+def test_a_figure_that_does_not_decide_never_fails_the_junit_suite() -> None:
+    """JUnit agrees with the gate's exit code: a gated regression is a failure; an informative figure's significant
+    move passes, named informative with its direction, and its undecided stays skipped."""
+    from rssprobe import verdicts
+    from rssprobe.reporters import junit
+    from rssprobe.workflows.gate import _case
+
+    figures = [{"metric": "budget.rss_after_trim_above_baseline", "gated": True, "verdict": verdicts.REGRESSION,
+                "reason": "up"},
+               {"metric": "steady.rss", "gated": False, "verdict": verdicts.REGRESSION, "reason": "up"},
+               {"metric": "first_step.rss", "gated": False, "verdict": verdicts.UNDECIDED, "reason": "n/a"}]
+    suite = ET.fromstring(junit.render("rssprobe.gate", [_case(c) for c in figures]))
+    failed = [c.get("name") for c in suite if c.find("failure") is not None]
+    skipped = [c.get("name") for c in suite if c.find("skipped") is not None]
+    assert failed == ["budget.rss_after_trim_above_baseline"] and skipped == ["first_step.rss (informative)"]
+    moved = next(c for c in suite if c.get("name") == "steady.rss (informative)")
+    assert moved.get("verdict") == verdicts.PASS

@@ -135,8 +135,20 @@ def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
     else:
         raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
     result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED, g.allow_different_scripts).as_dict()
-    cases = [(c["metric"], c["verdict"], c["reason"]) for group in result["comparisons"].values() for c in group]
+    cases = [_case(c) for group in result["comparisons"].values() for c in group]
     return GateResult("runs", result["verdict"], result, cases + _problems(result))
+
+
+def _case(c: dict[str, Any]) -> tuple[str, str, str]:
+    """A figure's JUnit case (name, verdict, message). A gated figure's verdict is its own. A figure that does not
+    decide never fails the suite, as it never moves the gate's exit code: it is named informative, and a
+    significant move of it passes with its direction in the message (an A/A gate that passed once showed 11 JUnit
+    failures, all informative figures)."""
+    if c["gated"]:
+        return c["metric"], c["verdict"], c["reason"]
+    moved = c["verdict"] in verdicts.MOVED
+    return (f"{c['metric']} (informative)", verdicts.PASS if moved else c["verdict"],
+            f"{verdicts.INFORMATIVE[c['verdict']]}: {c['reason']}" if moved else c["reason"])
 
 
 def check_writable(path: Path, flag: str) -> None:
