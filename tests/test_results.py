@@ -6,6 +6,7 @@ declared kinds."""
 from __future__ import annotations
 
 import tarfile
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ def _kind_ok(value: Any, hint: Any) -> bool:
     """Whether a value is of its declared type, one level deep (TypedDicts are dicts; Any takes anything)."""
     if hint is Any:
         return True
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, __import__("types").UnionType) \
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) \
         else (hint,)
     for option in options:
         if option is type(None) and value is None:

@@ -56,12 +56,7 @@ class ScenarioSpec:
 
     def values(self) -> dict[str, Any]:
         """The typed options given, at the scenario keys they set."""
-        out: dict[str, Any] = {}
-        for name, key in KEYS.items():
-            value = getattr(self, name)
-            if value is not None:
-                out[key] = list(value) if isinstance(value, tuple) else value
-        return out
+        return {KEYS[name]: value for name, value in self.options().items()}
 
     def load(self) -> scenario.Scenario:
         return scenario.load(self.ref, list(self.sets), self.values())
@@ -77,10 +72,11 @@ class ScenarioSpec:
 
     def identity(self) -> dict[str, Any]:
         """What makes two specs the same: JSON (a campaign's definition, a cache key)."""
-        return {"scenario": self.ref, "sets": list(self.sets), **({"options": self.options()} if self.options()
-                                                                   else {})}
+        options = self.options()
+        return {"scenario": self.ref, "sets": list(self.sets), **({"options": options} if options else {})}
 
     def options(self) -> dict[str, Any]:
+        """The typed options given, by name (tuples as JSON lists)."""
         return {name: list(v) if isinstance(v, tuple) else v for name in KEYS
                 if (v := getattr(self, name)) is not None}
 
