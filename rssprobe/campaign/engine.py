@@ -108,17 +108,22 @@ class Ensured:
 RunGroup = Callable[[Path], list[str]]
 
 
+# runs one cell's group: (its request, its repeat, what the progress says) -> the runs' statuses
+GroupRunner = Callable[[RunRequest, int, str], list[str]]
+
+
 @dataclass
 class Cell:
-    """One group a campaign's cell loop runs: its index key, its runs, what the progress bar says while it runs,
+    """One group a campaign's cell loop runs: its index key, its runs, what the progress says while it runs,
     and how it starts: its group directory -> the run request, and the index fields recorded as it starts (the
     environment built for it, its Python). A UserError from `start` (an environment that cannot be built) fails
-    this cell only."""
+    this cell only. `finish`: index fields recorded once its group ended (a script sweep's measured size)."""
 
     key: str
     repeat: int
     text: str
     start: Callable[[Path], tuple[RunRequest, dict[str, Any]]]
+    finish: Callable[[Path], dict[str, Any]] | None = None
 
 
 class Campaign:
@@ -203,6 +208,13 @@ class Campaign:
     def entries(self) -> list[dict[str, Any]]:
         return index_file.entries(self.index)
 
+    def add_entry(self, key: str) -> None:
+        """An entry for the group `key` unless it has one (a bisect's rounds are known only as it goes)."""
+        name, field = index_file.ENTRIES[self.kind]
+        entries = self.index.setdefault(name, [])
+        if not any(e[field] == key for e in entries):
+            entries.append({field: key, "status": Status.PENDING})
+
     def entry(self, key: str) -> dict[str, Any]:
         name, field = index_file.ENTRIES[self.kind]
         return next(e for e in self.index[name] if e[field] == key)
@@ -230,14 +242,16 @@ class Campaign:
         return Ensured(key, judged, reused=False, interrupted=Status.INTERRUPTED in ran or Status.INTERRUPTED in judged)
 
 
-    def run_cells(self, cells: list[Cell], title: str, retry_failed: bool = False) -> bool:
-        """THE cell loop of matrix and plan: each cell of this shard reused when finished (with --retry-failed,
-        run again unless every run was ok), else run whole, its status and statuses kept in the index as it
-        goes; one progress bar over the runs with the time left. True if interrupted (Ctrl-C)."""
+    def run_cells(self, cells: list[Cell], title: str, retry_failed: bool = False,
+                  run_group: GroupRunner | None = None, say: Callable[[str], None] = say) -> bool:
+        """THE cell loop of matrix, plan and scale: each cell of this shard reused when finished (with
+        --retry-failed, run again unless every run was ok), else run whole, its status and statuses kept in the
+        index as it goes; one progress bar over the runs with the time left. `run_group` runs one cell's group
+        (default: run/group.py's, the runs' own progress beneath the campaign's). True if interrupted (Ctrl-C)."""
         mine = [cell for cell in cells if self.owns(cell.key)]
         total = sum(cell.repeat for cell in mine)
-        bar = CampaignProgress(total, f"{title} {self.directory.name}" + (f" (shard {self.shard})" if self.shard
-                                                                          else ""))
+        name = f"{title} {self.directory.name}"
+        bar = CampaignProgress(total, name + (f" (shard {self.shard})" if self.shard else ""))
         seconds: list[float] = []
         done = skipped = 0
         for cell in mine:
@@ -248,7 +262,7 @@ class Campaign:
                 bar.show(done, cell.text, seconds)
                 req, fields = cell.start(group_dir)
                 self.update(cell.key, status=Status.RUNNING, group=str(group_dir), error=None, **fields)
-                return run_group(req, cell.repeat)
+                return (run_group or _run_group)(req, cell.repeat, cell.text)
 
             try:
                 got = self.ensure(cell.key, cell.repeat, run, retry_failed)
@@ -259,13 +273,15 @@ class Campaign:
                 continue
             seconds += run_seconds(self.directory / cell.key)
             done += cell.repeat
+            ended = cell.finish(self.directory / cell.key) if cell.finish else {}
             if got.reused:
                 skipped += 1
-                self.update(cell.key, status=got.status, statuses=got.statuses)
+                say(f"{name}: {cell.text} already finished, reused")
+                self.update(cell.key, status=got.status, statuses=got.statuses, **ended)
                 continue
             self.update(cell.key, status=got.status, statuses=got.statuses, wall_s=time.monotonic() - started,
                         error=None if got.status == Status.DONE else
-                        f"runs ended {', '.join(got.statuses) or 'before a run'}")
+                        f"runs ended {', '.join(got.statuses) or 'before a run'}", **ended)
             if got.status == Status.INTERRUPTED:
                 return True
         bar.show(total, "finished" + (f" ({skipped} finished cells skipped)" if skipped else ""), seconds)
@@ -285,10 +301,14 @@ def run_group(req: RunRequest, repeat: int) -> list[str]:
     return run_groups.run_group(req, repeat)[1]
 
 
+def _run_group(req: RunRequest, repeat: int, _text: str) -> list[str]:
+    return run_group(req, repeat)  # looked up when called: the seam above, or what a test put there
+
+
 def finished(group: Path, repeat: int) -> bool:
     """Every one of `repeat` runs of the group reached a final status its files back (a campaign reuses it)."""
     return GroupDir(group).finished(repeat)
 
 
-__all__ = ["ENDED", "OTHER_SHARD", "Campaign", "Cell", "Ensured", "RunGroup", "Shard", "default_dir", "finished",
-           "group_status", "normal", "run_group", "run_seconds"]
+__all__ = ["ENDED", "OTHER_SHARD", "Campaign", "Cell", "Ensured", "GroupRunner", "RunGroup", "Shard", "default_dir",
+           "finished", "group_status", "normal", "run_group", "run_seconds"]

@@ -26,7 +26,6 @@ from ..config import scenario
 from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import counts
 from ..contract import EXIT_INTERRUPTED
-from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
 from ..run import group as groups
@@ -142,29 +141,19 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
                     "command": base.command})
     c.set_entries(sizes)
     c.save()
-    total = len(scens) * repeat
-    for k, (key, scen) in enumerate(zip(keys, scens, strict=True)):
-        if not c.owns(key):
-            continue
+
+    def cell(k: int, key: str, scen: scenario.Scenario) -> engine.Cell:
         what = f"{size_arg.flag} {size_arg.values[k]}" if size_arg else f"{scen.model.n_params / 1e6:.1f} M params"
-        where = f"size {k + 1}/{len(scens)} ({what})"
-        first, last = k * repeat + 1, (k + 1) * repeat
+        return engine.Cell(key, repeat, f"size {k + 1}/{len(scens)} ({what})",
+                           start=lambda group: (dataclasses.replace(base, scenario=scen, out=group), {}),
+                           # the script's model: its size is what its runs measured
+                           finish=(lambda group: {"params": _measured_params(group)}) if size_arg else None)
 
-        def run_size(group: Path, scen: scenario.Scenario = scen, where: str = where, first: int = first,
-                     last: int = last) -> list[str]:
-            say(f"sweep {directory.name}: {where}, " + (f"run {first}" if first == last else f"runs {first}-{last}")
-                + f" of {total}")
-            req = dataclasses.replace(base, scenario=scen, out=group)
-            return run_group(req, repeat, title=f"{scen.name} {base.label}, {where}")[1]
+    def run_size(req: launch.RunRequest, n: int, text: str) -> list[str]:
+        return run_group(req, n, title=f"{req.scenario.name} {base.label}, {text}")[1]
 
-        got = c.ensure(key, repeat, run_size)
-        if size_arg:  # the script's model: its size is what its runs measured
-            c.update(key, params=_measured_params(directory / key))
-        if got.reused:
-            say(f"sweep {directory.name}: {where} already finished, reused")
-        elif got.status == Status.INTERRUPTED:
-            return True
-    return False
+    return c.run_cells([cell(k, key, scen) for k, (key, scen) in enumerate(zip(keys, scens, strict=True))],
+                       "sweep", run_group=run_size, say=say)
 
 
 def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh: bool,

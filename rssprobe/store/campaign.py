@@ -2,8 +2,9 @@
 scale.json (a size sweep), definition.json (a bisect). The one reader and writer of those files.
 
 Every index holds its campaign's kind, its definition (what makes two commands the same campaign), the
-command that last worked on it, and, but for a bisect, one entry per run group: `cells` (matrix, plan)
-keyed by the group's directory name `id`, `groups` (scale) keyed by `dir`. A damaged index is one line
+command that last worked on it, and one entry per run group: `cells` (matrix, plan) keyed by the group's
+directory name `id`, `groups` (scale) keyed by `dir`, `rounds` (bisect, added as its search runs them) keyed by
+`id` (an older bisect's index has none until its next round). A damaged index is one line
 naming the file and the damage (exit 2), before anything runs.
 """
 
@@ -20,7 +21,8 @@ from .writer import now_iso, write_json_atomic
 KINDS = ("matrix", "plan", "scale", "bisect")
 INDEX = {"matrix": layout.MATRIX_INDEX, "plan": layout.MATRIX_INDEX, "scale": layout.SCALE_INDEX,
          "bisect": layout.BISECT_DEFINITION}
-ENTRIES = {"matrix": ("cells", "id"), "plan": ("cells", "id"), "scale": ("groups", "dir")}  # list key, entry key
+# list key, entry key
+ENTRIES = {"matrix": ("cells", "id"), "plan": ("cells", "id"), "scale": ("groups", "dir"), "bisect": ("rounds", "id")}
 
 
 def kind_of(directory: Path) -> str | None:
@@ -91,7 +93,7 @@ def write_index(directory: Path, data: dict[str, Any]) -> None:
 
 
 def entries(index: dict[str, Any]) -> list[dict[str, Any]]:
-    """The index's group entries (cells or size groups) in their order; none for a bisect."""
+    """The index's group entries (cells, size groups or a bisect's rounds) in their order."""
     key = ENTRIES.get(index["kind"])
     return list(index.get(key[0], [])) if key else []
 

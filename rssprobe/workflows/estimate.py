@@ -23,7 +23,6 @@ for the Linear stack), said in the output. On CUDA the recorded H200 sweep ships
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from ..analysis import estimate as arithmetic
 from ..analysis.pinrule import KEYS_SINCE, Rule
 from ..analysis.results import Estimate
 from ..analysis.summary import ELEMENT_BYTES
-from ..campaign import scale
+from ..campaign import engine, scale
 from ..config import hfconfig, knownmodels, modelshape, patchsets, torch_alloc_conf
 from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
@@ -277,8 +276,9 @@ def calibration_key(req: Request, plan: Plan, info: contract.DeepSpeedInfo, pyth
 
 
 def calibration_dir(scen: Scenario, key: dict[str, Any]) -> Path:
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return layout.estimate_root() / layout.slug(f"{scen.name}-{digest}")
+    """Where the calibration of `key` is cached: named as every campaign's default directory is (its name and
+    its definition's hash); the scale campaign inside it resumes or refuses as any campaign does."""
+    return engine.default_dir(layout.estimate_root(), scen.name, key)
 
 
 def calibration_layers(scen: Scenario) -> list[int]:

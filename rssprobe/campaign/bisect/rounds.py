@@ -25,7 +25,7 @@ from ...run import launch
 from ...store import layout
 from ...store.rundir import GroupDir
 from ...store.writer import write_json_atomic
-from ..engine import Campaign
+from ..engine import Campaign, Cell
 from ..matrix import Outcome
 
 DEFAULT_METRIC = "budget.rss_after_trim_above_baseline"
@@ -80,14 +80,17 @@ class Runner:
         rounds = self.groups.setdefault(key, [])
         rel = f"{key}/{layout.bisect_round(len(rounds) + 1)}"
 
-        def run(out: Path) -> list[str]:
+        def start(out: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             argv = groups.rerun_argv(self.spec, patches, self.repeat, out, python[1], python[0],
                                      malloc_env=self.malloc_env)
-            req = launch.RunRequest(scenario=self.scen, scenario_ref=self.spec.ref, label=label, patches=patches,
-                                    malloc_env=self.malloc_env, python=python[0], out=out, command=argv)
-            return GroupDir(run_group(req, self.repeat)).statuses()
+            return launch.RunRequest(scenario=self.scen, scenario_ref=self.spec.ref, label=label, patches=patches,
+                                     malloc_env=self.malloc_env, python=python[0], out=out, command=argv), {}
 
-        self.campaign.ensure(rel, self.repeat, run)
+        self.campaign.add_entry(rel)
+        self.campaign.run_cells([Cell(rel, self.repeat, f"{label}, round {len(rounds) + 1}", start)], "bisect",
+                                run_group=lambda req, n, _text: GroupDir(run_group(req, n)).statuses())
+        if not GroupDir.is_group(self.root / rel):  # the round could not start: the search cannot go on
+            raise UserError(str(self.campaign.entry(rel).get("error") or f"{rel}: no runs"))
         rounds.append(self.root / rel)
 
     def side(self, key: str) -> Side:
