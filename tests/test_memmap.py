@@ -35,6 +35,12 @@ HELD = {"anon": (40, memmap.ANON_OTHER), "stack": (24, memmap.STACKS), "malloc":
 # and every other part must move by less than 1 MiB (10x the A/A spread).
 REL = 0.02
 OTHERS_MIB = 1.0
+# The parts of mapped files (libtorch_cpu.so, ...) move by more in a full suite: a file page faulted in brings its
+# neighbours already in the page cache (fault-around, up to 64 KiB), so how much of a library is resident depends on
+# what other processes read of it, not on this run. Measured: libtorch_cpu.so -1.67 MiB in a full-suite run.
+# Bound: 4 MiB, about twice that and a quarter of a held kind (16 MiB): a kind misfiled into a file part still fails.
+FILE_MIB = 4.0
+FILE_PARTS = {memmap.FILE_TORCH_CPU, memmap.FILE_TORCH, memmap.FILE_OPS, memmap.FILE_PYTHON, memmap.FILE_OTHER}
 # One part may fall by more: the held 4 KiB mallocs are served first from free chunks the arena already holds
 # resident (glibc takes a fitting free chunk before it extends the heap), so 'glibc free, resident' falls by
 # what they reuse. Measured: -2.07, -2.20 and -2.30 MiB in three full-suite runs, under 1 MiB when the module ran
@@ -183,8 +189,11 @@ def test_bulk_reads_give_the_old_per_page_answers() -> None:
     assert touched - memmap.PAGE_SIZE <= got["resident"][0][1] <= touched  # its first page is partly outside it
     assert parts[memmap.TENSORS] >= got["resident"][0][1]
     if glibc.STATUS.available:
-        # the freed chunks, less the 7 the tcache keeps (PREV_INUSE set: in use, as glibc's bins see them)
-        assert parts[memmap.GLIBC_FREE] >= (412 + 100 - 7) * 8192
+        # the freed chunks, less the 7 the tcache keeps (PREV_INUSE set: in use, as glibc's bins see them) and up
+        # to 2 that allocations made after the frees take back from the bins (first fit): the small tensor's 4 KB
+        # and the interpreter's own blocks over 512 B. Measured: 6,720 B (under one chunk) short of the bound
+        # without them, in a full-suite run with bytecode compiled; a free chunk misfiled would miss ~4 MB
+        assert parts[memmap.GLIBC_FREE] >= (412 + 100 - 7 - 2) * 8192
         assert parts[memmap.GLIBC_IN_USE] >= 20 * MIB  # the mmapped chunk's touched half
     assert all(a == b for a, b in got["resident"]), [
         (r, a, b) for r, (a, b) in zip(got["ranges"], got["resident"], strict=True) if a != b]
@@ -237,6 +246,8 @@ def test_each_held_kind_lands_in_its_own_part(held_run: dict[str, Any], base: di
             assert moved == pytest.approx(expected[name], rel=REL), name
         elif name == memmap.GLIBC_FREE:
             assert -REUSED_MIB < moved < OTHERS_MIB, f"{name} moved {moved:.2f} MiB"
+        elif name in FILE_PARTS:
+            assert abs(moved) < FILE_MIB, f"{name} moved {moved:.2f} MiB"
         else:
             assert abs(moved) < OTHERS_MIB, f"{name} moved {moved:.2f} MiB"
 

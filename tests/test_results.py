@@ -1,10 +1,12 @@
 """The declared results (rssprobe/analysis/results.py) are what the producers make. Real outputs (the recorded
-demo runs, the H200 machine's size sweep, an estimate from the packaged H200 calibration) carry exactly the declared
-keys (a key added, renamed or dropped fails here, not in a user's script that reads the JSON) and values of the
+demo runs, the H200 machine's size sweep, an estimate from the packaged H200 calibration; a matrix and a plan with
+their listings, run by the campaign engine on synthetic groups as tests/test_shard.py runs them) carry exactly the
+declared keys (a key added, renamed or dropped fails here, not in a user's script that reads the JSON) and values of the
 declared kinds."""
 
 from __future__ import annotations
 
+import json
 import tarfile
 import types
 import typing
@@ -12,12 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from rssprobe.analysis import results, sweep
 from rssprobe.analysis.compare import Side, compare
 from rssprobe.analysis.summary import summarise
+from rssprobe.campaign import engine
+from rssprobe.cli import main
 from rssprobe.store.rundir import RunDir
 from rssprobe.workflows import estimate, inspect
+
+from .test_shard import MATRIX, PLAN, synthetic_group
 
 
 def _kind_ok(value: Any, hint: Any) -> bool:
@@ -41,6 +48,21 @@ def _kind_ok(value: Any, hint: Any) -> bool:
     return False
 
 
+def _campaigns(root: Path) -> dict[str, dict[str, Any]]:
+    """A 2 x 2 matrix and a plan, listed (--dry-run) and run (on synthetic groups: the engine's one seam)."""
+    (root / "plan.toml").write_text(PLAN)
+    plan = ["matrix", "--plan", str(root / "plan.toml"), "--format", "json"]
+    out: dict[str, dict[str, Any]] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "run_group", synthetic_group)
+        for kind, args in (("matrix-list", [*MATRIX, "--dry-run"]), ("matrix", MATRIX),
+                           ("plan-list", [*plan, "--dry-run"]), ("plan", plan)):
+            result = CliRunner().invoke(main, [*args, "--out", str(root / kind.split("-")[0])])
+            assert result.exit_code == 0, result.output
+            out[kind] = json.loads(result.stdout)
+    return out
+
+
 @pytest.fixture(scope="module")
 def outputs(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     h200 = tmp_path_factory.mktemp("h200")  # a real size sweep: the H200 machine's (reports/gpu-check-h200)
@@ -52,7 +74,8 @@ def outputs(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             "group": dict(inspect.view(str(demo_runs / "baseline")).data),
             "scale": dict(sweep.Sweep.load(h200 / "runs0" / "scale-default").as_dict()), "comparison": dict(comparison),
             "side": dict(comparison["a"]), "figure comparison": dict(figure),
-            "estimate": dict(estimate.run(estimate.Request(model="llama-2-7b", gpus_per_node=8)))}
+            "estimate": dict(estimate.run(estimate.Request(model="llama-2-7b", gpus_per_node=8))),
+            **_campaigns(tmp_path_factory.mktemp("campaigns"))}
 
 
 @pytest.mark.parametrize("kind", list(results.DECLARED))

@@ -42,6 +42,18 @@ def _figure(req: launch.RunRequest, i: int) -> float:
     return 10.0 - (1.0 if req.patches else 0.0) + (2.0 if req.allocator == "jemalloc" else 0.0) + 0.01 * i
 
 
+def synthetic_group(req: launch.RunRequest, repeat: int) -> list[str]:
+    """A group of `repeat` synthetic runs of the request (figures from _figure), as the engine's runner makes."""
+    group = GroupDir.create(req.out, req.scenario.name, req.label, repeat)
+    for i in range(1, repeat + 1):
+        rss = _figure(req, i)
+        make_run(group.path, FakeRun(run_id=f"run-{i:02d}", label=req.label, patches=req.patches,
+                                     effects={"pr8132.float-scale": {"float_conversions": 1},
+                                              "pr8132.malloc-trim": {"trims": 1}} if req.patches else {},
+                                     steps=[Step(rss=rss, peak=rss + 1)] * 3))
+    return ["ok"] * repeat
+
+
 @pytest.fixture
 def fake_groups(monkeypatch: pytest.MonkeyPatch) -> list[launch.RunRequest]:
     """The engine's group runner replaced by synthetic groups (figures from _figure); the requests it got."""
@@ -49,14 +61,7 @@ def fake_groups(monkeypatch: pytest.MonkeyPatch) -> list[launch.RunRequest]:
 
     def run_group(req: launch.RunRequest, repeat: int) -> list[str]:
         requests.append(req)
-        group = GroupDir.create(req.out, req.scenario.name, req.label, repeat)
-        for i in range(1, repeat + 1):
-            rss = _figure(req, i)
-            make_run(group.path, FakeRun(run_id=f"run-{i:02d}", label=req.label, patches=req.patches,
-                                         effects={"pr8132.float-scale": {"float_conversions": 1},
-                                                  "pr8132.malloc-trim": {"trims": 1}} if req.patches else {},
-                                         steps=[Step(rss=rss, peak=rss + 1)] * 3))
-        return ["ok"] * repeat
+        return synthetic_group(req, repeat)
 
     monkeypatch.setattr(engine, "run_group", run_group)
     return requests

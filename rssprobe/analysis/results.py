@@ -1,8 +1,8 @@
 """The results the reporters render and `--format json` prints, declared: a run's summary, a group of runs, a
-size sweep, a comparison of two sides, an estimate. Each is the JSON users script against, so its keys are
-declared once, here, with their types (TypedDicts: at run time plain dicts, as the JSON is; tests/test_results.py
-holds real outputs to exactly these keys, so a key added, renamed or dropped in a producer fails there before it
-reaches a user's script).
+size sweep, a comparison of two sides, an estimate, a matrix's or a plan's table and listing. Each is the JSON
+users script against, so its keys are declared once, here, with their types (TypedDicts: at run time plain
+dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these keys, so a key added, renamed
+or dropped in a producer fails there before it reaches a user's script).
 
 Nested figures stay dicts keyed by figure name (`metrics`, `budget`, ...): their names are data (analysis/metrics.py
 and the site and role lists), not fields.
@@ -188,9 +188,56 @@ class Estimate(TypedDict):
     calibration: dict[str, Any]
 
 
+class MatrixTable(TypedDict):
+    """`rssprobe matrix` and `rssprobe show MATRIX --format json` (campaign/matrix.py: table): each cell's index
+    entry (its axes, status, the statuses of its runs, its group, error and wall time as they stand) with the
+    versions its runs had, its headline figures, each patch's effect against the baseline of the same versions
+    and allocator (a FigureComparison per figure), and its runs ok ("2/3")."""
+
+    answer: list[str]
+    matrix: str
+    definition: dict[str, Any]
+    shard: str | None
+    cells: list[dict[str, Any]]
+    failed: list[str]  # "cell-id: why", the cells that did not finish
+
+
+class PlanTable(TypedDict):
+    """`rssprobe matrix --plan` and `rssprobe show PLANDIR --format json` (campaign/plan.py: table): as a
+    matrix's, each cell also naming its axis, value, ranks and scenario."""
+
+    answer: list[str]
+    directory: str
+    definition: dict[str, Any]
+    shard: str | None
+    cells: list[dict[str, Any]]
+    failed: list[str]
+
+
+class MatrixListing(TypedDict):
+    """`rssprobe matrix --dry-run --format json`: the cells it would run, which have finished, each one's shard."""
+
+    matrix: str
+    repeat: int
+    shard: str | None
+    cells: list[dict[str, Any]]
+
+
+class PlanListing(TypedDict):
+    """`rssprobe matrix --plan --dry-run --format json`: as a matrix's, and the optional values not selected."""
+
+    plan: str
+    directory: str
+    shard: str | None
+    not_selected: list[str]
+    cells: list[dict[str, Any]]
+
+
 DECLARED: dict[str, type] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
                              "comparison": Comparison, "side": SideDescription,
-                             "figure comparison": FigureComparison, "estimate": Estimate}
+                             "figure comparison": FigureComparison, "estimate": Estimate,
+                             "matrix": MatrixTable, "plan": PlanTable, "matrix-list": MatrixListing,
+                             "plan-list": PlanListing}
 
 
 def undeclared(kind: str, data: dict[str, Any]) -> tuple[list[str], list[str]]:
