@@ -1,6 +1,7 @@
 """The declared results (rssprobe/analysis/results.py) are what the producers make. Real outputs (the recorded
-demo runs, the H200 machine's size sweep, an estimate from the packaged H200 calibration; a matrix and a plan with
-their listings, run by the campaign engine on synthetic groups as tests/test_shard.py runs them) carry exactly the
+demo runs, the H200 machine's size sweep and that sweep against itself, an estimate from the packaged H200
+calibration, a gate of the demo's baseline against ceilings; a matrix and a plan with their listings, run by the
+campaign engine on synthetic groups as tests/test_shard.py runs them, and the matrix merged) carry exactly the
 declared keys (a key added, renamed or dropped fails here, not in a user's script that reads the JSON) and values of the
 declared kinds."""
 
@@ -60,7 +61,21 @@ def _campaigns(root: Path) -> dict[str, dict[str, Any]]:
             result = CliRunner().invoke(main, [*args, "--out", str(root / kind.split("-")[0])])
             assert result.exit_code == 0, result.output
             out[kind] = json.loads(result.stdout)
+    merged = CliRunner().invoke(main, ["merge", str(root / "matrix"), "--out", str(root / "merged"), "--format",
+                                       "json"])
+    assert merged.exit_code == 0, merged.output
+    out["merge"] = json.loads(merged.stdout)
     return out
+
+
+def _limits(group: Path, root: Path) -> dict[str, Any]:
+    """The gate of a real group against two ceilings."""
+    (root / "limits.toml").write_text('[limits]\n"budget.live" = 30.0\n'
+                                      '"budget.rss_after_trim_above_baseline" = 500.0\n')
+    result = CliRunner().invoke(main, ["gate", "--candidate", str(group), "--limits", str(root / "limits.toml"),
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +90,9 @@ def outputs(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             "scale": dict(sweep.Sweep.load(h200 / "runs0" / "scale-default").as_dict()), "comparison": dict(comparison),
             "side": dict(comparison["a"]), "figure comparison": dict(figure),
             "estimate": dict(estimate.run(estimate.Request(model="llama-2-7b", gpus_per_node=8))),
+            "sweep comparison": sweep.compare(str(h200 / "runs0" / "scale-default"),
+                                              str(h200 / "runs0" / "scale-default")).as_dict(),
+            "limits": _limits(demo_runs / "baseline", tmp_path_factory.mktemp("limits")),
             **_campaigns(tmp_path_factory.mktemp("campaigns"))}
 
 

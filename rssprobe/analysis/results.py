@@ -1,5 +1,6 @@
 """The results the reporters render and `--format json` prints, declared: a run's summary, a group of runs, a
-size sweep, a comparison of two sides, an estimate, a matrix's or a plan's table and listing. Each is the JSON
+size sweep, a comparison of two sides or two sweeps, a gate against ceilings, an estimate, a matrix's or a
+plan's table and listing, a merge. Each is the JSON
 users script against, so its keys are declared once, here, with their types (TypedDicts: at run time plain
 dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these keys, so a key added, renamed
 or dropped in a producer fails there before it reaches a user's script).
@@ -233,11 +234,50 @@ class PlanListing(TypedDict):
     cells: list[dict[str, Any]]
 
 
+class SweepComparison(TypedDict):
+    """`rssprobe diff SWEEP SWEEP --format json` and the gate's sweeps (analysis/sweep.py: Comparison.as_dict): each
+    figure's slope and fixed cost of B against A, each with its interval and verdict."""
+
+    answer: list[str]
+    a: ScaleSweep
+    b: ScaleSweep
+    verdict: str
+    problems: list[str]
+    gated: list[str]
+    slope_threshold_bytes_per_param: float
+    fixed_threshold_bytes: float
+    level: float
+    comparisons: list[dict[str, Any]]  # figure, gated, slope and fixed (each a delta, its interval, a verdict)
+
+
+class GateLimits(TypedDict):
+    """`rssprobe gate --limits FILE --format json` (workflows/gate.py): one side against ceilings, each figure's
+    check (its runs, the ceiling, the verdict and why), the side it gated and the limits file."""
+
+    answer: list[str]
+    verdict: str
+    problems: list[str]
+    checks: list[dict[str, Any]]
+    side: str
+    limits: str
+
+
+class Merged(TypedDict):
+    """`rssprobe merge --format json` (campaign/merge.py): the campaign written, its kind, the input each group
+    was taken from, and the groups no input holds."""
+
+    out: str
+    kind: str
+    taken: dict[str, str]
+    missing: list[str]
+
+
 DECLARED: dict[str, type] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
                              "comparison": Comparison, "side": SideDescription,
                              "figure comparison": FigureComparison, "estimate": Estimate,
                              "matrix": MatrixTable, "plan": PlanTable, "matrix-list": MatrixListing,
-                             "plan-list": PlanListing}
+                             "plan-list": PlanListing, "sweep comparison": SweepComparison, "limits": GateLimits,
+                             "merge": Merged}
 
 
 def undeclared(kind: str, data: dict[str, Any]) -> tuple[list[str], list[str]]:

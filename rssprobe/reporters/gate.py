@@ -19,7 +19,7 @@ def _limits(data: dict[str, Any], fmt: str) -> str:
                     c["verdict"]] for c in data["checks"]])
     lines = [f"gate {data['side']} against {data['limits']}: verdict {data['verdict'].upper()}",
              *[f"WARNING: {p}" for p in data["problems"]]]
-    emit(fmt, {k: v for k, v in data.items() if k not in ("side", "limits")}, lines, [table],
+    emit(fmt, data, lines, [table],
          alarm=verdicts.exit_code(data["verdict"]) != 0, answer=data["answer"])
     return markdown.render(lines, [table], data["answer"])
 
