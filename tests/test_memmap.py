@@ -189,11 +189,12 @@ def test_bulk_reads_give_the_old_per_page_answers() -> None:
     assert touched - memmap.PAGE_SIZE <= got["resident"][0][1] <= touched  # its first page is partly outside it
     assert parts[memmap.TENSORS] >= got["resident"][0][1]
     if glibc.STATUS.available:
-        # the freed chunks, less the 7 the tcache keeps (PREV_INUSE set: in use, as glibc's bins see them) and up
-        # to 2 that allocations made after the frees take back from the bins (first fit): the small tensor's 4 KB
-        # and the interpreter's own blocks over 512 B. Measured: 6,720 B (under one chunk) short of the bound
-        # without them, in a full-suite run with bytecode compiled; a free chunk misfiled would miss ~4 MB
-        assert parts[memmap.GLIBC_FREE] >= (412 + 100 - 7 - 2) * 8192
+        # the freed chunks are counted free: 412 + 100 of 8 KiB, less the 7 the tcache keeps (PREV_INUSE set: in
+        # use, as glibc's bins see them) and those that allocations made after the frees take back from the bins
+        # (first fit: the small tensor's 4 KB, the readers' warm-up buffers). Measured: 1 to 3 chunks taken back in
+        # full-suite runs with bytecode compiled (how many depends on the heap the imports left). Bound: 9 taken
+        # back, 3x the most seen; a reader that missed the free chunks reads ~0 here and fails
+        assert parts[memmap.GLIBC_FREE] >= (412 + 100 - 7 - 9) * 8192
         assert parts[memmap.GLIBC_IN_USE] >= 20 * MIB  # the mmapped chunk's touched half
     assert all(a == b for a, b in got["resident"]), [
         (r, a, b) for r, (a, b) in zip(got["ranges"], got["resident"], strict=True) if a != b]
