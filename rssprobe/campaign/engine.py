@@ -244,7 +244,7 @@ class Campaign:
 
     def run_cells(self, cells: list[Cell], title: str, retry_failed: bool = False,
                   run_group: GroupRunner | None = None, say: Callable[[str], None] = say) -> bool:
-        """THE cell loop of matrix, plan and scale: each cell of this shard reused when finished (with
+        """THE cell loop of matrix, plan, scale and bisect's rounds: each cell of this shard reused when finished (with
         --retry-failed, run again unless every run was ok), else run whole, its status and statuses kept in the
         index as it goes; one progress bar over the runs with the time left. `run_group` runs one cell's group
         (default: run/group.py's, the runs' own progress beneath the campaign's). True if interrupted (Ctrl-C)."""
