@@ -83,9 +83,11 @@ def script_scenarios(spec: ScenarioSpec, size: SizeArg) -> list[scenario.Scenari
     return scens
 
 
-def size_scenarios(spec: ScenarioSpec, sizes: list[float]) -> list[scenario.Scenario]:
-    """One scenario per size (its model.params), sorted; two sizes that build one model are refused."""
-    scens = spec.load_each([{"params": size} for size in sizes])
+def size_scenarios(spec: ScenarioSpec, sizes: list[float],
+                   read: tuple[str, dict[str, Any]] | None = None) -> list[scenario.Scenario]:
+    """One scenario per size (its model.params), sorted; two sizes that build one model are refused. `read`: the
+    spec's scenario file as the caller read it (ScenarioSpec.load_each)."""
+    scens = spec.load_each([{"params": size} for size in sizes], read)
     for scen in scens:  # the largest size must fit before the smallest one runs
         preflight.check_machine(scen)
     by_params: dict[int, float] = {}

@@ -61,9 +61,11 @@ class ScenarioSpec:
     def load(self) -> scenario.Scenario:
         return scenario.load(self.ref, list(self.sets), self.values())
 
-    def load_each(self, variants: list[dict[str, Any]]) -> list[scenario.Scenario]:
-        """One scenario per variant of the typed options (a sweep's sizes), the scenario's file read once."""
-        label, raw = scenario.read(self.ref)
+    def load_each(self, variants: list[dict[str, Any]],
+                  read: tuple[str, dict[str, Any]] | None = None) -> list[scenario.Scenario]:
+        """One scenario per variant of the typed options (a sweep's sizes), the scenario's file read once (or not
+        at all: `read`, the (label, raw) scenario.read gave the caller for this spec's ref)."""
+        label, raw = read or scenario.read(self.ref)
         return [self.with_(**v).apply(raw, label) for v in variants]
 
     def apply(self, raw: dict[str, Any], label: str) -> scenario.Scenario:

@@ -37,7 +37,7 @@ from ..analysis.pinrule import KEYS_SINCE, Rule
 from ..analysis.results import Estimate
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import engine, scale
-from ..config import hfconfig, knownmodels, modelshape, patchsets, torch_alloc_conf
+from ..config import hfconfig, knownmodels, modelshape, patchsets, scenario, torch_alloc_conf
 from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import format_count
@@ -170,9 +170,10 @@ def target_spec(req: Request) -> ScenarioSpec:
                         params=req.params or None, **_zero_options(req))
 
 
-def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape, str]:
+def target_scenario(req: Request, read: tuple[str, dict[str, Any]] | None = None
+                    ) -> tuple[Scenario, modelshape.Shape, str]:
     """The scenario at the target size, its exact shape and where its model comes from; UserError for a size the
-    model cannot take or a question naming no model (or two)."""
+    model cannot take or a question naming no model (or two). `read`: the SCENARIO file as run() read it."""
     _number("--params", req.params, 1)
     given = [flag for flag, v in (("SCENARIO", req.scenario_ref), ("--model", req.model),
                                   ("--hf-config", req.hf_config)) if v is not None]
@@ -193,7 +194,7 @@ def target_scenario(req: Request) -> tuple[Scenario, modelshape.Shape, str]:
         label = req.model or str(req.hf_config)
         scen = spec.apply(raw, label)
     else:
-        scen = spec.load()
+        scen = spec.apply(read[1], read[0]) if read else spec.load()
         origin = f"scenario {req.scenario_ref}"
     if scen.script is not None:
         raise UserError(f"{req.scenario_ref}: a script builds its own model; estimate takes a scenario")
@@ -420,7 +421,10 @@ def _nearer(req: Request, q: Question, plan: Plan | None, cal: calib.Calibration
 def run(req: Request) -> Estimate:
     """Check, calibrate (or load), estimate; the estimate as a dict (analysis/estimate.py's, and what it is)."""
     q = question(req)
-    scen, shape, origin = target_scenario(req)
+    # the SCENARIO file read once: for the target, and for the calibration's sizes when they are of its shape
+    read = scenario.read(req.scenario_ref) if req.scenario_ref is not None and req.model is None \
+        and req.hf_config is None else None
+    scen, shape, origin = target_scenario(req, read)
     ranks = q.ranks
     patchsets.resolve(scen, False, False, req.patches)  # an unknown intervention is refused as `run` refuses it
     patches = [p for p in req.patches if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
@@ -453,7 +457,7 @@ def run(req: Request) -> Estimate:
         _rule(versions.get("torch"), req.torch_alloc_conf)
     else:  # the calibration's runs are checked (steps against the time-out, the machine) before anything
         plan = calibration_plan(req, scen, ranks)
-        scale.size_scenarios(plan.spec, plan.sizes)
+        scale.size_scenarios(plan.spec, plan.sizes, read if plan.proxy is None else None)
     python, _env = resolve_python(req.env_ref, req.python, log=say)
     preflight.check_alloc_conf(req.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
