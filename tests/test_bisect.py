@@ -26,6 +26,7 @@ from rssprobe.run import launch as launcher
 from rssprobe.store import rundir as storage
 
 from .fakes_rundir import Step, make_run
+from .test_results import assert_declared
 
 ANSWER = {v: verdicts.answer(v) for v in verdicts.VERDICTS}  # a sought increase
 
@@ -259,6 +260,7 @@ def test_version_bisect_cli_names_the_first_version_that_moved(monkeypatch, tmp_
                                      "--out", str(tmp_path / "b"), "--format", "json"])
     assert proc.exit_code == 0, proc.output
     data = json.loads(proc.stdout)
+    assert_declared("bisect versions", data)
     assert data["status"] == "found" and data["first_moved"] == "0.18.2" and data["last_same"] == "0.18.0"
     assert data["answer"][0].startswith("deepspeed 0.18.2 is the first version that moves steady RSS")
     assert len(requests) == 1 + 3  # the reference, then ceil(log2(8)) probes
@@ -290,6 +292,7 @@ def test_component_bisect_cli_finds_the_component_that_moves_the_figure(monkeypa
                                      "--out", str(tmp_path / "c"), "--format", "json"])
     assert proc.exit_code == 0, proc.output
     data = json.loads(proc.stdout)
+    assert_declared("bisect components", data)
     assert data["minimal"] == ["pr8132.malloc-trim"]
     assert [t["shows_change"] for t in data["tests"]] == [True, False, True]
 
@@ -338,6 +341,7 @@ def test_commit_bisect_cli_names_the_culprit_and_compares_it_with_its_parent(his
                                      "--out", str(tmp_path / "g"), "--format", "json"])
     assert proc.exit_code == 0, proc.output
     data = json.loads(proc.stdout)
+    assert_declared("bisect commits", data)
     assert data["status"] == "found" and data["culprit"] == commits[7]
     assert {v for _c, v in data["verdicts"]} == {"good", "bad", "skip"}
     steady = next(c for c in data["comparison"]["comparisons"]["phases"] if c["metric"] == "steady.rss")

@@ -1,6 +1,6 @@
 """The results the reporters render and `--format json` prints, declared: a run's summary, a group of runs, a
 size sweep, a comparison of two sides or two sweeps, a gate against ceilings, an estimate, a matrix's or a
-plan's table and listing, a merge. Each is the JSON
+plan's table and listing, a merge, a bisect in each of its modes. Each is the JSON
 users script against, so its keys are declared once, here, with their types (TypedDicts: at run time plain
 dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these keys, so a key added, renamed
 or dropped in a producer fails there before it reaches a user's script).
@@ -11,7 +11,7 @@ and the site and role lists), not fields.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class RunSummary(TypedDict):
@@ -272,15 +272,35 @@ class Merged(TypedDict):
     missing: list[str]
 
 
+# A bisect's result (campaign/bisect/rounds.py: Runner.report), whatever its mode: the search's log and what it
+# found. `comparison` (the two sides of the change, a Comparison) only when both sides have runs. Written with the
+# functional syntax: under `from __future__ import annotations` Python 3.11 reads a class body's NotRequired as
+# required (the annotation is a string when the class is made).
+_BISECT: dict[str, Any] = {
+    "answer": list[str], "mode": str, "status": str, "metric": str, "direction": str | None,
+    "malloc_env": dict[str, str], "warnings": list[str], "lines": list[str], "reference": str, "threshold": float,
+    "alpha": float, "root": str, "comparison": NotRequired[dict[str, Any]]}
+BisectVersions = TypedDict("BisectVersions", {
+    **_BISECT, "probes": list[dict[str, Any]], "axis": str, "values": list[str], "first_moved": str | None,
+    "last_same": str, "candidates": list[str]})
+BisectComponents = TypedDict("BisectComponents", {
+    **_BISECT, "probes": list[dict[str, Any]], "components": NotRequired[list[str]],  # these three when a
+    "minimal": NotRequired[list[str]], "tests": NotRequired[list[dict[str, Any]]]})  # culprit was found
+BisectCommits = TypedDict("BisectCommits", {
+    **_BISECT, "good": str, "bad": str, "culprit": str | None,
+    "candidates": list[str], "verdicts": list[Any], "commits": list[dict[str, Any]]})
+
+
 DECLARED: dict[str, type] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
                              "comparison": Comparison, "side": SideDescription,
                              "figure comparison": FigureComparison, "estimate": Estimate,
                              "matrix": MatrixTable, "plan": PlanTable, "matrix-list": MatrixListing,
                              "plan-list": PlanListing, "sweep comparison": SweepComparison, "limits": GateLimits,
-                             "merge": Merged}
+                             "merge": Merged, "bisect versions": BisectVersions,
+                             "bisect components": BisectComponents, "bisect commits": BisectCommits}
 
 
 def undeclared(kind: str, data: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(keys `data` has that its declaration lacks, declared keys `data` lacks): both empty when they agree."""
-    declared = set(DECLARED[kind].__annotations__)
-    return sorted(set(data) - declared), sorted(declared - set(data))
+    """(keys `data` has that its declaration lacks, required keys `data` lacks): both empty when they agree."""
+    declared = DECLARED[kind]
+    return sorted(set(data) - set(declared.__annotations__)), sorted(declared.__required_keys__ - set(data))
