@@ -21,7 +21,7 @@ from ..store.rundir import GroupDir, RunDir
 from . import answers, metrics, stats
 from . import fit as fitting
 from .metrics import GATED
-from .results import ScaleSweep
+from .results import ScaleSweep, SweepComparison
 from .summary import Summary
 
 NO_FIT = "fewer than 2 sizes have a finished run: nothing to fit"
@@ -143,13 +143,13 @@ class Comparison:
         return verdicts.overall([d.verdict for pair in self.deltas if self.is_gated(pair[0].figure) for d in pair],
                                 bool(self.problems))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> SweepComparison:
         out = {"a": self.a.as_dict(), "b": self.b.as_dict(), "verdict": self.verdict(), "problems": self.problems,
                "gated": list(self.gated), "slope_threshold_bytes_per_param": self.slope_threshold,
                "fixed_threshold_bytes": self.fixed_threshold, "level": fitting.LEVEL,
                "comparisons": [{"figure": s.figure, "gated": self.is_gated(s.figure), "slope": s.as_dict(),
                                 "fixed": f.as_dict()} for s, f in self.deltas]}
-        return {"answer": answers.sweep_comparison(out), **out}
+        return cast(SweepComparison, {"answer": answers.sweep_comparison(out), **out})
 
 
 def compare(a_ref: str, b_ref: str, gated: tuple[str, ...] = GATED, slope_threshold: float = stats.THRESHOLD,

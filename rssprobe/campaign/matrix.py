@@ -19,10 +19,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..analysis import answers, metrics, stats
 from ..analysis.compare import Side
+from ..analysis.results import MatrixListing, MatrixTable
 from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
 from ..config.scenariospec import ScenarioSpec
@@ -121,14 +122,14 @@ def not_done(cells_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in cells_data if c["status"] not in (Status.DONE, OTHER_SHARD)]
 
 
-def table(directory: Path) -> dict[str, Any]:
+def table(directory: Path) -> MatrixTable:
     """The matrix's table: every cell's state, versions, figures and effects."""
     c = Campaign.read(directory, "matrix")
     data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e.get("transformers"),
                                                    e.get("accelerate"), e["allocator"]))
     out = {"matrix": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
-    return {"answer": answers.campaign("matrix", out), **out}
+    return cast(MatrixTable, {"answer": answers.campaign("matrix", out), **out})
 
 
 # ---- running it ---------------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
                        "matrix", m.retry_failed)
 
 
-def _listing(all_cells: list[Cell], directory: Path, repeat: int, shard: Shard | None) -> dict[str, Any]:
+def _listing(all_cells: list[Cell], directory: Path, repeat: int, shard: Shard | None) -> MatrixListing:
     return {"matrix": str(directory), "repeat": repeat, "shard": str(shard) if shard else None,
             "cells": [{"id": c.id, "torch": c.torch, "deepspeed": c.deepspeed, "transformers": c.transformers,
                        "accelerate": c.accelerate, "patch": c.patch,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
+from ..analysis import results
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import campaign as index_file
@@ -38,7 +39,7 @@ class Merged:
     taken: dict[str, str] = field(default_factory=dict)  # group -> the input it came from
     missing: list[str] = field(default_factory=list)  # groups no input holds
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> results.Merged:
         return {"out": str(self.out), "kind": self.kind, "taken": self.taken, "missing": self.missing}
 
 

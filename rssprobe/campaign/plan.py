@@ -16,10 +16,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import contract
 from ..analysis import answers, metrics
+from ..analysis.results import PlanListing, PlanTable
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
 from ..config.scenariospec import ScenarioSpec
@@ -113,7 +114,7 @@ def _run_cells(cells: list[PlanCell], c: Campaign, base: ScenarioSpec, scens: di
 
 
 def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], directory: Path,
-             shard: Shard | None) -> dict[str, Any]:
+             shard: Shard | None) -> PlanListing:
     skipped = [f"{c.axis} {c.value}" for c in loaded.cells if c.optional and c not in cells]
     return {"plan": str(loaded.path), "directory": str(directory), "shard": str(shard) if shard else None,
             "not_selected": list(dict.fromkeys(skipped)),
@@ -122,11 +123,11 @@ def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], di
                       for c, p in zip(cells, positions, strict=True)]}
 
 
-def table(directory: Path) -> dict[str, Any]:
+def table(directory: Path) -> PlanTable:
     """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
     c = Campaign.read(directory, "plan")
     data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"], e["ranks"],
                                                    e.get("scenario"), tuple(e.get("sets") or ())))
     out = {"directory": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
-    return {"answer": answers.campaign("plan", out), **out}
+    return cast(PlanTable, {"answer": answers.campaign("plan", out), **out})
