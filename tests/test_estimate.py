@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rssprobe.analysis import calibration, estimate, partition, stats
+from rssprobe.analysis import calibration, estimate, partition, provision, stats
 from rssprobe.analysis.calibration import Calibration
 from rssprobe.analysis.partition import Zero
 from rssprobe.analysis.pinrule import Rule
@@ -195,6 +195,43 @@ def test_the_interval_never_reaches_below_the_live_buffers_and_the_baseline(h200
     assert all(v >= 0 for view in (got["rank"], got["node"]) for k, v in view.items()
                if k.endswith(("_low", "_high", "_floor")) and v is not None)
 
+
+
+def test_a_calibration_that_loads_its_checkpoint_estimates_the_load_peak(h200: Calibration, tmp_path: Path) -> None:
+    """Known answer for the checkpoint load (issue 31): calibration runs whose load peaks lie on a known line
+    (baseline + 6 B/param + 50 MiB) estimate a 4x larger target's load peak on that line, and a node of 8 ranks at
+    8 times it (all ranks at their load peak at once: the worst case); it is a phase of its own, provisioned for
+    when it is the highest, and survives packing. Loaded, the model copy's floor is the baseline alone (a loaded
+    model's tensors may stay in the mapped checkpoint). A calibration of which one run loaded nothing estimates no
+    load and says how to make it do so."""
+    def line(n: int) -> int:
+        return min(q.baseline for q in h200.points) + 6 * n + 50 * MIB
+
+    loaded = Calibration(**{**vars(h200), "points": [dataclasses.replace(q, load_peak=line(q.params))
+                                                     for q in h200.points]})
+    target = _target(loaded, 128, ranks=8)  # 537 M params: 4x the largest calibrated
+    got = estimate.estimate(target, loaded)
+    assert got["rank"]["checkpoint_load_bytes"] == pytest.approx(line(target.shape.params), rel=1e-9)
+    assert got["node"]["checkpoint_load_bytes"] == pytest.approx(8 * line(target.shape.params), rel=1e-9)
+    assert got["fits"]["checkpoint_load"]["slope_bytes_per_param"] == pytest.approx(6.0, rel=1e-9)
+    assert got["rank"]["initialize_model_copy_bytes_floor"] == min(q.baseline for q in h200.points)
+    assert got["rank"]["checkpoint_load_bytes_floor"] == min(q.baseline for q in h200.points)
+    rows = {r["key"]: r for r in provision.phases(got["node"], None)}
+    assert rows["checkpoint_load"]["measured"] and rows["checkpoint_load"]["bytes"] == got["node"][
+        "checkpoint_load_bytes"]
+    # a load of 60 B/param outgrows every other phase: it is then the peak and what to provision for
+    heavy = Calibration(**{**vars(h200), "points": [dataclasses.replace(q, load_peak=q.baseline + 60 * q.params)
+                                                    for q in h200.points]})
+    got = estimate.estimate(target, heavy)
+    assert got["node"]["peak_rss_bytes"] == got["node"]["checkpoint_load_bytes"]
+    assert provision.provision(provision.phases(got["node"], None))["phase"] == "checkpoint load"
+    packed = calibration.unpack(json.loads(calibration.dumps(calibration.pack(loaded, {}))), tmp_path / "x.json")
+    assert [q.load_peak for q in packed.points] == [q.load_peak for q in loaded.points]
+    partly = Calibration(**{**vars(loaded), "points": [*loaded.points[:-1], h200.points[-1]]})
+    got = estimate.estimate(target, partly)
+    assert "checkpoint_load_bytes" not in got["node"]
+    [row] = [r for r in provision.phases(got["node"], None) if r["key"] == "checkpoint_load"]
+    assert not row["measured"] and "model.load" in row["why"]
 
 def test_a_target_of_fewer_steps_is_estimated_from_the_calibrations_first_steps(h200: Calibration) -> None:
     """The steps are an input: a 2-step target's steady RSS is step 2's of the calibration's runs, a 6-step one's

@@ -1,14 +1,14 @@
 """A calibration: the finished runs of a size sweep (a scale directory, rssprobe scale) as the points an estimate
 extrapolates, every figure in absolute bytes of rank 0's process (RSS as `ps` shows it, baseline included).
 
-Per run: the model's exact shape (from its manifest), the ZeRO configuration DeepSpeed took (its `pins`
-event's pin_memory, else the scenario's, else DeepSpeed's default), the pre-model baseline, RSS with the
-model built and not yet partitioned (`after_model`), the exact peak of deepspeed.initialize, every step's RSS
-and exact peak (so that a target of S steps is estimated from the calibration's first S steps: its steady RSS
-is the mean of steps 2..S, its step peak the highest of steps 1..S), a checkpoint save's peak where the
-scenario saves, the census's role bytes after initialize and at the end, the `partition` event, the pin
-requests and the run's wall time. A run that did not end ok, or lacks one of these, is named and kept out (a
-damaged file too: one line, never a traceback).
+Per run: the model's exact shape (from its manifest), the ZeRO configuration DeepSpeed took (its `pins` event's
+pin_memory, else the scenario's, else DeepSpeed's default), the pre-model baseline, RSS with the model built and not
+yet partitioned (`after_model`), the exact peak of deepspeed.initialize, every step's RSS and exact peak (so that a
+target of S steps is estimated from the calibration's first S steps: its steady RSS is the mean of steps 2..S, its
+step peak the highest of steps 1..S), a checkpoint save's peak where the scenario saves, the exact peak of its
+checkpoint load where the scenario loads one (model.load = "checkpoint"), the census's role bytes after initialize
+and at the end, the `partition` event, the pin requests and the run's wall time. A run that did not end ok, or lacks
+one of these, is named and kept out (a damaged file too: one line, never a traceback).
 
 A calibration also travels packed (pack/unpack): the same points as one JSON object with its provenance (the
 machine, GPU, torch, DeepSpeed, date), which is how the recorded H200 sweep ships as package data
@@ -60,6 +60,7 @@ class Point:
     via: str  # how its pinned buffers were pinned: "torch" (the caching host allocator) or "register"
     checkpoint_peak: int | None = None  # the highest exact peak of its save_checkpoint events (None: no save)
     wall_s: float | None = None  # its manifest's start to end
+    load_peak: int | None = None  # the exact peak of its checkpoint load (None: the model was built, not loaded)
 
     def steady_at(self, steps: int | None = None) -> float:
         """The steady RSS of a run of `steps` steps (None: all of this one's): the mean of steps 2..steps."""
@@ -155,6 +156,7 @@ def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
     ops = pinned.request_ops([r for e in events for r in e["requests"]], [f for e in events for f in e["freed"]]) \
         if events else None
     saves = [e["peak"] for e in s.by_kind.get("inrun", []) if e.get("name") == "checkpoint"]
+    load = (s.by_kind.get("load") or [None])[0]
     return Point(run=str(s.run.path), params=s.params, shape=shape, zero=zero, baseline=s.baseline["rss"],
                  after_model=after_model["rss"], init_peak=init["peak"],
                  rss_steps=tuple(float(e["rss"]) for e in s.steps), peak_steps=tuple(int(e["peak"]) for e in s.steps),
@@ -162,7 +164,8 @@ def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
                  partition=s.partition_params, pin_ops=ops,
                  rule=Rule.of((m.versions or {}).get("torch"), pinned.alloc_conf(config, m)),
                  via="register" if any(parse(spec)[0] == PIN_REGISTER for spec in m.patches or []) else "torch",
-                 checkpoint_peak=max(saves) if saves else None, wall_s=s.run.wall_seconds())
+                 checkpoint_peak=max(saves) if saves else None, wall_s=s.run.wall_seconds(),
+                 load_peak=None if load is None else int(load["peak"]))
 
 
 def recorded(ref: str | Path) -> tuple[str, dict[str, Any]]:
@@ -246,7 +249,8 @@ def pack(cal: Calibration, provenance: dict[str, Any]) -> dict[str, Any]:
                 "init_peak": p.init_peak, "rss_steps": [int(x) for x in p.rss_steps], "peak_steps": list(p.peak_steps),
                 "roles": p.roles, "partition": p.partition,
                 "pin_ops": None if p.pin_ops is None else [list(op) for op in p.pin_ops],
-                "rule": asdict(p.rule), "via": p.via, "checkpoint_peak": p.checkpoint_peak, "wall_s": p.wall_s}
+                "rule": asdict(p.rule), "via": p.via, "checkpoint_peak": p.checkpoint_peak, "wall_s": p.wall_s,
+                "load_peak": p.load_peak}
     return {"kind": PACKED, "format": PACKED_FORMAT, "provenance": provenance, "accelerator": cal.accelerator,
             "versions": cal.versions, "scenario": cal.scenario, "allocator": cal.allocator,
             "malloc_env": cal.malloc_env, "points": [one(p) for p in cal.points]}
@@ -295,7 +299,8 @@ def _unpack_point(p: dict[str, Any]) -> Point:
                  pin_ops=None if p["pin_ops"] is None else [tuple(op) for op in p["pin_ops"]],
                  rule=Rule(**p["rule"]), via=str(p["via"]),
                  checkpoint_peak=None if p.get("checkpoint_peak") is None else _int(p["checkpoint_peak"]),
-                 wall_s=None if p.get("wall_s") is None else float(p["wall_s"]))
+                 wall_s=None if p.get("wall_s") is None else float(p["wall_s"]),
+                 load_peak=None if p.get("load_peak") is None else _int(p["load_peak"]))
 
 
 def dumps(data: dict[str, Any]) -> str:

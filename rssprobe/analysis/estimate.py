@@ -25,7 +25,12 @@ into what the model's shapes decide exactly and what the calibration measured:
     full model every rank holds at once unless it is built under zero.Init (DeepSpeed #1814, #5290; rssprobe
     never builds under zero.Init), so the node's initialize peak grows with ranks per node;
   - checkpoint save, where the calibration's scenario saves: the highest save_checkpoint peak minus the live
-    buffers.
+    buffers;
+  - checkpoint load, where the calibration's scenario loads its model from a checkpoint (model.load =
+    "checkpoint"): the load's exact peak, absolute (its intercept is the baseline plus the load's fixed cost). It
+    is fitted against the whole model even under zero.Init, where each rank keeps only its partition: every rank
+    still reads every tensor of the checkpoint (its file pages, mapped, count in each rank's RSS), so from a
+    calibration at fewer ranks than the target the partition's share is overstated: an upper side, never a low one.
   Each is fitted against what it grows with (GROWS_WITH): the steady and step-peak residuals and the model copy
   against the whole model's parameter count (every rank builds the whole model and computes every parameter's
   gradient: the recorded 1, 2 and 8 rank runs of the default scenario, reports/cuda-pinned, have the same
@@ -33,14 +38,18 @@ into what the model's shapes decide exactly and what the calibration measured:
   initialize's against the rank's partition (its transients are partition-sized buffers).
 
 steady = live + slack + steady fit; step peak = live + slack + step-peak fit; initialize peak = the larger of
-(model copy, buffers after initialize + slack + initialize fit); peak = the larger of step peak, initialize peak
-and checkpoint save. The node is ranks-per-node ranks of the same sizes (DeepSpeed pads the partitions equal),
-in lockstep (the node's sampled peak of a 2- or 8-rank run is the sum of its ranks' peaks).
+(model copy, buffers after initialize + slack + initialize fit); peak = the larger of step peak, initialize peak,
+checkpoint save and checkpoint load. The node is ranks-per-node ranks of the same sizes (DeepSpeed pads the
+partitions equal), in lockstep (the node's sampled peak of a 2- or 8-rank run is the sum of its ranks' peaks).
 
-No bound is ever below what is exact: the live buffers (and slack) plus the calibration's lowest pre-model
-baseline, and for the model copy the fp32 model as built on top of it. An interval wider than its own figure
-(far beyond the calibration, or a calibration of 2 runs) is not printed: the estimate says how to calibrate
-nearer instead (analysis/provision.py).
+For the checkpoint load that sum is the worst case, all ranks at their load peak at once: a run's node view
+measures how much they overlap (reports/your-job.md: FAI-RL #68's order).
+
+No bound is ever below what is exact: the live buffers (and slack) plus the calibration's lowest pre-model baseline,
+and for the model copy the fp32 model as built on top of it (a loaded model's tensors may stay in the mapped
+checkpoint, not resident until read: for a load and its model copy, the baseline alone). An interval wider than its
+own figure (far beyond the calibration, or a calibration of 2 runs) is not printed: the estimate says how to
+calibrate nearer instead (analysis/provision.py).
 """
 
 from __future__ import annotations
@@ -59,12 +68,11 @@ FAR = 100
 # low (held out: 4x beyond, -7.1% on steady RSS; calibrated near the target, -1.5%: reports/estimate.md)
 NEAR = 2
 GLIBC_MMAP_MAX = 32 * 2**20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: its dynamic threshold stops rising here
-FITTED = ("steady", "step_peak", "initialize", "model_copy", "checkpoint_save")
+FITTED = ("steady", "step_peak", "initialize", "model_copy", "checkpoint_save", "checkpoint_load")
 # phases a node is provisioned for, in the order a run meets them (label, key of terms()). A phase whose key
-# terms() does not return is "not measured" in the fit (analysis/provision.py): "checkpoint_load" would be a
-# fitted term of a measured load peak in terms() (and its name in FIELDS) beside checkpoint_save's: not yet
-PHASES = (("initialize", "initialize_peak"), ("steady", "steady"), ("step peak", "step_peak"),
-          ("checkpoint save", "checkpoint_save"), ("checkpoint load", "checkpoint_load"))
+# terms() does not return (a calibration that saves or loads no checkpoint) is "not measured" (analysis/provision.py)
+PHASES = (("checkpoint load", "checkpoint_load"), ("initialize", "initialize_peak"), ("steady", "steady"),
+          ("step peak", "step_peak"), ("checkpoint save", "checkpoint_save"))
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,8 @@ def residuals(points: list[Point], steps: int | None = None) -> dict[str, list[f
            "model_copy": [float(p.after_model) for p in points]}
     if all(p.checkpoint_peak is not None for p in points):
         out["checkpoint_save"] = [p.checkpoint_peak - _explained(p, "step") for p in points]  # type: ignore[operator]
+    if all(p.load_peak is not None for p in points):
+        out["checkpoint_load"] = [float(p.load_peak) for p in points]  # type: ignore[arg-type]
     return out
 
 
@@ -154,7 +164,7 @@ def residuals(points: list[Point], steps: int | None = None) -> dict[str, list[f
 # or the rank's own partition (initialize's transients are partition-sized: on CUDA each pinned buffer is first
 # made pageable and copied into its pinned block, DeepSpeedZeroOptimizer.__init__ / initialize_optimizer_states)
 GROWS_WITH = {"steady": "model", "step_peak": "model", "initialize": "partition", "model_copy": "model",
-              "checkpoint_save": "model"}
+              "checkpoint_save": "model", "checkpoint_load": "model"}
 
 
 def size(shape: Shape, zero: Zero, term: str) -> int:
@@ -217,13 +227,19 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
            "steady": now + fitted(f["steady"], x["steady"], k, base),
            "step_peak": now + fitted(f["step_peak"], x["step_peak"], k, base),
            "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base)}
-    copy = fitted(f["model_copy"], x["model_copy"], k, k * partition.FP32 * shape.params + base)
+    # the model every rank holds before initialize, fp32 as built; loaded, its tensors may stay in the mapped
+    # checkpoint, not resident until read (docs/your-job.md): then the baseline alone is exact
+    whole = 0 if "checkpoint_load" in f else partition.FP32 * shape.params
+    copy = fitted(f["model_copy"], x["model_copy"], k, k * whole + base)
     out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
     out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
     peaks = [out["step_peak"], out["initialize_peak"]]
     if "checkpoint_save" in f:
         out["checkpoint_save"] = now + fitted(f["checkpoint_save"], x["checkpoint_save"], k, base)
         peaks.append(out["checkpoint_save"])
+    if "checkpoint_load" in f:
+        out["checkpoint_load"] = fitted(f["checkpoint_load"], x["checkpoint_load"], k, base)
+        peaks.append(out["checkpoint_load"])
     out["peak"] = larger(*peaks)
     baseline = stats.mean_interval([float(p.baseline) for p in cal.points])
     fixed = f["steady"].intercept - baseline.value
@@ -236,6 +252,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
 
 FIELDS = {"steady": "steady_rss", "peak": "peak_rss", "pinned_slack": "pinned_slack", "fixed": "fixed",
           "initialize_peak": "initialize_peak", "step_peak": "step_peak", "checkpoint_save": "checkpoint_save",
+          "checkpoint_load": "checkpoint_load",
           "initialize_model_copy": "initialize_model_copy", "initialize_state": "initialize_state"}
 
 

@@ -3,15 +3,16 @@ that would make it fit with their estimated savings, and the answer in sentences
 
 A phase fits when its upper 95% bound is within the node's RAM, does not fit when its estimate alone exceeds
 it, and may not fit in between. "Provision at least X" is the largest upper bound of any phase (its phase
-named). Phases not measured by the calibration (checkpoint save without a [checkpoint] table; checkpoint load:
-measured by a run, not estimated) say so instead of a number. Pinned memory that is locked (mlock:
-DeepSpeed's native pin backend, DS_PIN_MEMORY_BACKEND=native) is also compared with the lock limit
-per process (`ulimit -l`).
+named). Phases not measured by the calibration (checkpoint save without a [checkpoint] table; checkpoint load
+unless the scenario loads its model, model.load = "checkpoint") say so instead of a number. Pinned memory
+that is locked (mlock: DeepSpeed's native pin backend, DS_PIN_MEMORY_BACKEND=native) is also compared with the
+lock limit per process (`ulimit -l`).
 
 The changes are the estimate recomputed for a changed target (analysis/estimate.terms), cheapest first: pinned
 buffers at their own size (CUDA: the pinned slack, a term of its own), the model built under zero.Init (no
 whole copy per rank during initialize; ZeRO-3 only), ZeRO-3, fewer ranks per node. Each is a prediction from
-the same calibration: a change of stage keeps the calibration's fitted terms.
+the same calibration: a change of stage keeps the calibration's fitted terms, and zero.Init keeps its
+measured load (the saving on a load made without it is not measured, so not counted).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def gib(n: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 10 else f"{v:,.2f}"
 
 
-LOAD_NOT_ESTIMATED = ("not estimated: the calibration loads no checkpoint; a run measures a transformers model's "
-                      "load: rssprobe run SCENARIO --set 'model.load=\"checkpoint\"' (docs/your-job.md)")
+LOAD_NOT_ESTIMATED = ("not estimated: the calibration loads no checkpoint; for a transformers model, estimate "
+                      "with --set 'model.load=\"checkpoint\"' (its calibration then loads; docs/your-job.md)")
 
 
 def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:

@@ -16,12 +16,13 @@ UNITS = (("GiB", 2**30), ("MiB", 2**20))
 
 ROWS = (  # (key of the rank/node views, label, where its number comes from)
     ("steady_rss", "steady RSS", "calibration + shapes"),
-    ("peak_rss", "peak RSS (step, initialize or checkpoint save)", "calibration + shapes"),
+    ("peak_rss", "peak RSS (step, initialize, checkpoint save or load)", "calibration + shapes"),
     ("initialize_peak", "peak during deepspeed.initialize", "calibration + shapes"),
     ("initialize_model_copy", "  the whole model, before partitioning", "calibration"),
     ("initialize_state", "  buffers after initialize + its transients", "calibration + shapes"),
     ("step_peak", "peak of a training step", "calibration + shapes"),
     ("checkpoint_save", "peak of a checkpoint save", "calibration + shapes"),
+    ("checkpoint_load", "peak of the checkpoint load (from_pretrained)", "calibration"),
     ("pinned_slack", "pinned-block slack (CUDA)", "torch's rule"),
     ("fixed", "fixed cost per process, above the baseline", "calibration"),
 )

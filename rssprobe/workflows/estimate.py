@@ -360,8 +360,9 @@ def _terms(cal: calib.Calibration, rule: Rule, req: Request, q: Question, info: 
     where = cal.describe()
     on = "the packaged calibration" if cal.provenance.get("packaged") else \
         "this machine's calibration" if req.calibration is None else "the given calibration"
+    loads = ("checkpoint_load",) if all(p.load_peak is not None for p in cal.points) else ()
     measured = {term: f"{on}: {where}" for term in ("baseline", "fixed", "per_parameter_residual", "step_transient",
-                                                     "initialize_transient", "model_copy")}
+                                                     "initialize_transient", "model_copy", *loads)}
     predicted = {"roles": f"DeepSpeed's partitioning of the target's exact tensors (analysis/partition.py, as in "
                           f"DeepSpeed {info['deepspeed']}), checked against the calibration's census and partition",
                  "deepspeed_estimate": f"DeepSpeed {info['deepspeed']}'s {info['estimator']}"}
