@@ -103,3 +103,21 @@ def test_a_set_of_patches_is_named_by_its_title() -> None:
     assert answers.patches_phrase(["pr8132.float-scale", "pr8132.malloc-trim"]) == "PR #8132"
     assert answers.patches_phrase(["pr8132.float-scale"]) == "pr8132.float-scale"
     assert answers.size_words(16_785_408) == "16.8 M" and answers.size_words(7e9) == "7.0 B"
+
+
+def test_a_matrix_of_versions_alone_names_its_lowest_and_highest_configuration() -> None:
+    """A matrix with no patched cell (transformers releases only, as reports/your-job.md's #47514 one) compares
+    configurations: its answer names the lowest and highest RSS after trim with each cell's versions, the library
+    axis included (it read "no patched cell has a finished baseline beside it yet", and the cells were not told
+    apart). With a patched cell and no baseline finished, that older sentence stays."""
+    def cell(tf: str, trim: float, patch: str = "baseline") -> dict[str, Any]:
+        return {"status": "done", "patch": patch, "torch": "2.13.0", "deepspeed": "0.19.8", "transformers": tf,
+                "accelerate": None, "allocator": "glibc", "effects": {}, "figures": {TRIM: trim}}
+
+    data = {"cells": [cell("4.51.3", 26.18), cell("5.13.0", 24.52), cell("5.24.0", 24.70)], "failed": []}
+    [sentence] = answers.campaign("matrix", data)
+    assert "no cell is patched" in sentence and "24.52 B/param at the lowest" in sentence
+    assert "transformers 5.13.0 glibc [baseline]) and 26.18 at the highest" in sentence
+    assert sentence.index("transformers 5.13.0") < sentence.index("transformers 4.51.3")
+    data["cells"].append(cell("5.24.0", 24.0, patch="pr8132"))
+    assert answers.campaign("matrix", data)[0].endswith("no patched cell has a finished baseline beside it yet.")

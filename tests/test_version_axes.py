@@ -50,6 +50,10 @@ def test_matrix_dry_run_lists_transformers_cells(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     listed = json.loads(proc.stdout)["cells"]
     assert [c["transformers"] for c in listed] == ["4.51.3", "5.24.0"] and all(c["torch"] for c in listed)
+    shown = rssprobe("matrix", "llama-small", "--transformers", "4.51.3,5.24.0", "--dry-run", "--format",
+                     "markdown", "--out", str(tmp_path / "m")).stdout
+    header = next(line for line in shown.splitlines() if line.startswith("| cell"))
+    assert "| transformers |" in header  # the axis the cells differ in is a column of the listing
 
 
 @pytest.mark.parametrize("args,fragment", [

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import contract, verdicts
+from ..config.patchsets import BASELINE
 from ..contract.status import Status
 from . import metrics
 
@@ -351,6 +352,12 @@ def campaign(kind: str, data: dict[str, Any]) -> list[str]:
         f", {len(data['failed'])} failed" if data.get("failed") else "")
     effects = [(c, c["effects"][m]) for c in done for m in ("budget.rss_after_trim_above_baseline",)
                if m in (c.get("effects") or {})]
+    gated = "budget.rss_after_trim_above_baseline"
+    levels = [(c, c["figures"][gated]) for c in done if (c.get("figures") or {}).get(gated) is not None]
+    if not effects and len(levels) > 1 and not any(c["patch"] != BASELINE for c in cells):
+        (lo_c, lo), (hi_c, hi) = min(levels, key=lambda cv: cv[1]), max(levels, key=lambda cv: cv[1])
+        return [head + f"; no cell is patched, so it compares configurations: RSS after a final trim is "
+                f"{lo:.2f} B/param at the lowest ({_cell(lo_c)}) and {hi:.2f} at the highest ({_cell(hi_c)})."]
     if not effects:
         return [head + "; no patched cell has a finished baseline beside it yet."]
     moved = [(c, e) for c, e in effects if e["verdict"] in verdicts.MOVED]
@@ -367,7 +374,9 @@ def campaign(kind: str, data: dict[str, Any]) -> list[str]:
 def _cell(c: dict[str, Any]) -> str:
     if "axis" in c:  # a plan's cell
         return f"{c['axis']}={c['value']} [{c['patch']}]"
-    return f"torch {c.get('torch') or '?'} deepspeed {c.get('deepspeed') or '?'} {c.get('allocator')} [{c['patch']}]"
+    libraries = "".join(f" {lib} {c[lib]}" for lib in ("transformers", "accelerate") if c.get(lib))
+    return (f"torch {c.get('torch') or '?'} deepspeed {c.get('deepspeed') or '?'}{libraries} {c.get('allocator')} "
+            f"[{c['patch']}]")
 
 
 def bisect(data: dict[str, Any]) -> list[str]:

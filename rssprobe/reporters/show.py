@@ -72,12 +72,14 @@ def matrix(data: dict[str, Any], fmt: str) -> None:
     """The one table: headline figures per cell and each patch's effect."""
     figures, effects = FIGURES, PATCH_EFFECTS
     rows = []
+    libraries = _library_axes(data["cells"])
     for c in data["cells"]:
         versions = c["versions"]
         rows.append([versions.get("torch") or c["torch"] or "?", versions.get("deepspeed") or c["deepspeed"] or "?",
+                     *[versions.get(lib) or c.get(lib) or "?" for lib in libraries],
                      c["patch"], c["allocator"], c["runs_ok"] or c["status"],
                      *[bpp(c["figures"].get(k)) for k in figures], *[_effect(c["effects"].get(k)) for k in effects]])
-    columns = ["torch", "deepspeed", "patch", "allocator", "runs ok", *figures.values(),
+    columns = ["torch", "deepspeed", *libraries, "patch", "allocator", "runs ok", *figures.values(),
                *[f"effect: {figures[k]}" for k in effects]]
     name = data["matrix"].rstrip("/").rsplit("/", 1)[-1]
     table = Table(f"Matrix {name} (bytes per parameter above the pre-model baseline; mean of the finished runs)",
@@ -109,11 +111,18 @@ def _owner(c: dict[str, Any], data: dict[str, Any]) -> str:
     return " (this shard)" if str(c["shard"]) == shard.split("/")[0] else f" (shard {c['shard']})"
 
 
+def _library_axes(cells: list[dict[str, Any]]) -> list[str]:
+    """The library axes (transformers, accelerate) some cell of a matrix has: a column each, else none."""
+    return [lib for lib in ("transformers", "accelerate") if any(c.get(lib) for c in cells)]
+
+
 def matrix_list(data: dict[str, Any], fmt: str) -> None:
-    rows = [[c["id"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", c["patch"], c["allocator"],
-             ("finished" if c["finished"] else "to run") + _owner(c, data)] for c in data["cells"]]
+    libraries = _library_axes(data["cells"])
+    rows = [[c["id"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", *[c.get(lib) for lib in libraries],
+             c["patch"], c["allocator"], ("finished" if c["finished"] else "to run") + _owner(c, data)]
+            for c in data["cells"]]
     table = Table(f"{len(rows)} cells x {data['repeat']} runs in {data['matrix']}",
-                  ["cell", "torch", "deepspeed", "patch", "allocator", "state"], rows)
+                  ["cell", "torch", "deepspeed", *libraries, "patch", "allocator", "state"], rows)
     emit(fmt, data, [], [table], alarm=False)
 
 
