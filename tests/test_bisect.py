@@ -453,3 +453,28 @@ def test_every_figure_a_run_has_is_a_known_name(tmp_path: Path) -> None:
     run = storage.RunDir(make_run(tmp_path))
     known = set(metrics.known(scenario.load("tiny", [])))
     assert set(Summary(run).metrics()) <= known
+
+
+def test_a_loaded_runs_figures_are_known_names_so_bisect_can_follow_the_load(tmp_path: Path) -> None:
+    """A run that loads its checkpoint has load.* figures and, at 2 ranks, node.model_peak: every one of them is a
+    name `--metric` accepts before any run for a scenario that loads (bisect --metric load.peak was refused: "no
+    such figure"), and load.* stays refused for a scenario that builds its model. The run: a 2-rank ZeRO-3 load
+    of reports/your-job/runs.tar.gz."""
+    import tarfile
+
+    from rssprobe.analysis import metrics
+    from rssprobe.analysis.summary import Summary
+    from rssprobe.config import scenario
+    from rssprobe.errors import UserError
+
+    with tarfile.open(Path(__file__).parents[1] / "reports" / "your-job" / "runs.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data",
+                       members=[m for m in tar.getmembers() if m.name.startswith("runs/load-z3-2r-before/")])
+    run = storage.RunDir(tmp_path / "runs" / "load-z3-2r-before")
+    s = Summary(run)
+    loaded = scenario.load("llama-small-zero3", ['model.load="checkpoint"', "world_size=2"])  # as that run was
+    have = set(s.metrics())
+    assert {"load.peak", "node.model_peak"} <= have and have <= set(metrics.known(loaded))
+    metrics.check("--metric", "load.peak", loaded)
+    with pytest.raises(UserError, match="no such figure"):
+        metrics.check("--metric", "load.peak", scenario.load("llama-small-zero3"))

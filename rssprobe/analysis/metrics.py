@@ -115,6 +115,7 @@ MATRIX_FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.li
 PATCH_EFFECTS = ("steady.rss", "budget.rss_after_trim_above_baseline")
 POINTS = ("init", "first_step", "steady", "end")
 SITE_PHASES = ("init", "first_step", "steady")
+LOAD = ("peak", "rss", "anon", "file", "shmem", "whole", "partition")  # analysis/summary.py: Summary.load()
 BUDGET = ("live", "rss_above_baseline", "unexplained", "glibc_free_retained", "not_attributed",
           "malloc_trim_released", "rss_after_trim_above_baseline")
 
@@ -180,7 +181,10 @@ def known(scenario: Scenario | None) -> list[str]:
     if stage in (3, None):
         names += ["zero3.gathered_after_backward", "zero3.gathered_after_step"]
     if scenario is None or scenario.world_size > 1:
-        names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak"]
+        names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak",
+                                                                                                  "node.model_peak"]
+    if scenario is None or scenario.model.kind == "script" or scenario.model.load == "checkpoint":
+        names += [f"load.{k}" for k in LOAD]  # a script's from_pretrained is measured as a load too
     if scenario is not None:
         names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
                   for phase in SITE_PHASES for kind in ("retained", "peak")]
