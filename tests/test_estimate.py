@@ -41,6 +41,9 @@ MIB = 2**20
 # runs then agree within 0.02 B/param (README, "Noise"; 0.1 MiB at tiny's 4.2 M params, 0.02% of its ~470 MiB),
 # so 3% is the issue's bound, not the noise's: these are the "within 3%" rows, not the noise rows.
 WITHIN = 0.03
+# how much identical runs' pre-model baselines differ (0.16 MiB: the widest of the default scenario's 1- and 2-rank
+# calibrations in reports/estimate/heldout-misses.tar.gz, 3 runs a size, 3 sizes)
+BASELINE_SPREAD = int(0.16 * MIB)
 
 
 @pytest.fixture(scope="module")
@@ -520,8 +523,8 @@ def test_calibration_is_cached_and_estimates_one_rank(tiny_calibration: tuple[Pa
         summary(tiny_baseline)["budget"]["estimator_bytes_per_param"] * truth["params"], rel=1e-9)
 
 
-# make test-slow until its model-copy tolerance is derived for a 2-rank calibration: calibrated at 2 ranks (the
-# default since the held-out misses) it passed alone twice and failed once beside other tests on that slope
+# make test-slow (a 2-rank calibration and a 2-rank run: minutes); its model-copy tolerance counts the baseline's
+# run-to-run spread since it failed once on that slope beside other tests
 @pytest.mark.slow
 @pytest.mark.worker
 def test_held_out_two_ranks_lie_inside_the_estimates_interval(tiny_calibration: tuple[Path, dict[str, Any], str],
@@ -550,10 +553,15 @@ def test_held_out_two_ranks_lie_inside_the_estimates_interval(tiny_calibration: 
                 assert abs(view[f"{figure}_bytes"] / truth[key] - 1) <= WITHIN, figure
     sampled = summary(tiny_two_ranks)["node"]["peak_rss_bytes"]
     assert sampled * (1 - WITHIN) <= got["node"]["peak_rss_bytes"] <= node_truth["peak"] * (1 + WITHIN)
-    # the whole model, fp32 as built: the slope over 3 equally spaced sizes is (last - first) / their span, two
-    # single RSS reads each off by up to READ_ERROR (tests/noise.py), so 2 x READ_ERROR / span = 0.25 B/param here
+    # the whole model, fp32 as built: the slope over 3 equally spaced sizes is (last - first) / their span. Each
+    # point is a run's absolute RSS after the model is built: one read, off by up to READ_ERROR (tests/noise.py),
+    # on top of its run's pre-model baseline, which differs between identical runs by up to BASELINE_SPREAD
+    # (measured: 0.14 MiB across 9 two-rank and 0.16 MiB across 9 one-rank calibration runs of the default
+    # scenario, reports/estimate/heldout-misses.tar.gz; the model's own bytes above it agreed within 0.04 MiB).
+    # So 2 x (READ_ERROR + BASELINE_SPREAD) / span: 0.41 B/param here (it was 2 x READ_ERROR alone, 0.25, which a
+    # 2-rank calibration once exceeded beside other tests)
     sizes_ = workflow_estimate.calibration_sizes(scenario.load("tiny"))
-    copy_noise = noise.bound(2, int(sizes_[-1] - sizes_[0]))
+    copy_noise = 2 * (noise.READ_ERROR + BASELINE_SPREAD) / (sizes_[-1] - sizes_[0])
     assert abs(got["fits"]["model_copy"]["slope_bytes_per_param"] - 4.00) <= copy_noise
     entry = sum(r["after_model"] for r in ranks)  # the node at initialize's entry: a whole model on each rank
     assert abs(got["node"]["initialize_model_copy_bytes"] / entry - 1) <= WITHIN

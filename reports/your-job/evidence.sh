@@ -3,9 +3,8 @@
 # finished. Then: python reports/your-job/tables.py $OUT > reports/your-job.md
 #   OUT=/tmp/your-job bash reports/your-job/evidence.sh
 #
-# Third-party scripts are not copied into this repository. `fetch` below takes them from a local clone named by
-# TRANSFORMERS_SRC / DSE_SRC (a checkout of huggingface/transformers, deepspeedai/DeepSpeedExamples) when given;
-# without one, those rows are skipped and say so.
+# Third-party scripts are not copied into this repository: section 4 takes transformers' run_clm.py from RUN_CLM (a
+# downloaded copy) or TRANSFORMERS_SRC (a checkout); without one, those rows are skipped and say so.
 set -euo pipefail
 OUT=${OUT:?set OUT}
 RSSPROBE=${RSSPROBE:-python -m rssprobe}
@@ -23,13 +22,8 @@ run() {  # run NAME ARGS...: one `rssprobe run` into $OUT/runs/NAME unless it fi
   local name=$1; shift
   [[ -f $OUT/runs/$name/manifest.json ]] && grep -q '"status": "ok"' "$OUT/runs/$name/manifest.json" && return 0
   rm -rf "$OUT/runs/$name"
-  "${NICE[@]}" $RSSPROBE run "$@" --out "$OUT/runs/$name" > "$OUT/runs/$name.log" 2>&1 || echo "$name: failed (see $OUT/runs/$name.log)"
-}
-
-fetch() {  # fetch REPO_VAR PATH DEST: a third-party script from a local clone, never from this repository
-  local src=${!1:-}
-  [[ -n $src && -f $src/$2 ]] || { echo "skipped: set $1 to a checkout holding $2"; return 1; }
-  mkdir -p "$(dirname "$3")"; cp "$src/$2" "$3"
+  # --out first: after a `--` it would be the script's or the launcher's argument
+  "${NICE[@]}" $RSSPROBE run --out "$OUT/runs/$name" "$@" > "$OUT/runs/$name.log" 2>&1 || echo "$name: failed (see $OUT/runs/$name.log)"
 }
 
 # 1. Script runs as exact as scenarios: a ZeRO-3 script and the scenario of the same model and config
@@ -61,6 +55,9 @@ for ranks in 1 2 4; do
   for order in before after; do
     run "load-z3-${ranks}r-$order" llama-small-zero3 --world-size "$ranks" --steps 1 --set 'model.load="checkpoint"' \
         --set "model.from_pretrained.hf_ds_config=\"$order\"" "${FIXED[@]}"
+    run "load-z3bf-${ranks}r-$order" llama-small-zero3 --world-size "$ranks" --steps 1 \
+        --set 'model.load="checkpoint"' --set 'model.from_pretrained.torch_dtype="bf16"' \
+        --set "model.from_pretrained.hf_ds_config=\"$order\"" "${FIXED[@]}"
   done
 done
 # safetensors against .bin, loaded against built (ZeRO-2, 1 rank)
@@ -84,10 +81,39 @@ if [[ ${RELEASES:-1} == 1 ]]; then
       --out "$OUT/moe-releases" > "$OUT/moe-releases.log" 2>&1 || echo "moe-releases: see $OUT/moe-releases.log"
 fi
 
-# 4. Third-party scripts, from local clones only
-if fetch TRANSFORMERS_SRC examples/pytorch/language-modeling/run_clm.py "$OUT/third-party/run_clm.py"; then
-  echo "run_clm.py: needs datasets, evaluate and a local tokenizer; see reports/your-job.md"
+# 4. Third-party scripts, never copied here. transformers' run_clm.py (HF Trainer), unmodified, offline: RUN_CLM
+# names a copy of examples/pytorch/language-modeling/run_clm.py (e.g. `curl -LO https://raw.githubusercontent.com/
+# huggingface/transformers/main/examples/pytorch/language-modeling/run_clm.py`), or TRANSFORMERS_SRC a checkout.
+# It needs `pip install datasets evaluate`; prepare.py makes its tokenizer, training text and DeepSpeed configs.
+CLM=${RUN_CLM:-${TRANSFORMERS_SRC:+$TRANSFORMERS_SRC/examples/pytorch/language-modeling/run_clm.py}}
+if [[ -n $CLM && -f $CLM ]]; then
+  I=$OUT/run_clm-inputs
+  [[ -f $I/ds_zero3.json ]] || python "$ROOT/reports/your-job/run_clm/prepare.py" "$I" > /dev/null
+  export HF_HUB_OFFLINE=1 HF_DATASETS_CACHE=$OUT/hf-datasets
+  CLM_ARGS=(--model_type llama --config_overrides "hidden_size=256,intermediate_size=704,num_hidden_layers=2,\
+num_attention_heads=4,num_key_value_heads=2,vocab_size=4096,max_position_embeddings=512" --tokenizer_name "$I/tokenizer"
+            --train_file "$I/train.txt" --do_train --max_steps 4 --per_device_train_batch_size 2 --block_size 16
+            --bf16 --use_cpu --report_to none --save_strategy no --logging_steps 1 --disable_tqdm true)
+  for stage in 2 3; do
+    run "clm-z$stage" --script "$CLM" -- "${CLM_ARGS[@]}" --deepspeed "$I/ds_zero$stage.json" \
+        --output_dir "$OUT/clm-out/z$stage"
+  done
+  run clm-z3-ga2 --script "$CLM" -- "${CLM_ARGS[@]}" --deepspeed "$I/ds_zero3.json" --gradient_accumulation_steps 2 \
+      --output_dir "$OUT/clm-out/z3-ga2"
+  run clm-z2-2r --script "$CLM" --world-size 2 -- "${CLM_ARGS[@]}" --deepspeed "$I/ds_zero2.json" \
+      --output_dir "$OUT/clm-out/z2-2r"
+  run clm-z2-torchrun -- torchrun --nproc-per-node 2 --master-port 29634 "$CLM" "${CLM_ARGS[@]}" \
+      --deepspeed "$I/ds_zero2.json" --output_dir "$OUT/clm-out/z2-torchrun"
+  # the same ZeRO-3 run under the code before issue 31's fixes (2f7e902), from a worktree of this repository
+  BEFORE=$OUT/before-src
+  [[ -d $BEFORE ]] || git -C "$ROOT" worktree add --detach "$BEFORE" 2f7e902 > /dev/null
+  [[ -f $OUT/runs/clm-z3-before/manifest.json ]] || (cd "$BEFORE" && PYTHONPATH=$BEFORE "${NICE[@]}" \
+      python -m rssprobe run --out "$OUT/runs/clm-z3-before" --script "$CLM" -- "${CLM_ARGS[@]}" \
+      --deepspeed "$I/ds_zero3.json" --output_dir "$OUT/clm-out/z3-before" > "$OUT/runs/clm-z3-before.log" 2>&1) \
+      || echo "clm-z3-before: failed (see $OUT/runs/clm-z3-before.log)"
+else
+  echo "skipped: set RUN_CLM to a copy of transformers' run_clm.py (or TRANSFORMERS_SRC to a checkout)"
 fi
-if fetch DSE_SRC training/HelloDeepSpeed/train_bert_ds.py "$OUT/third-party/train_bert_ds.py"; then
+if [[ -n ${DSE_SRC:-} && -f $DSE_SRC/training/HelloDeepSpeed/train_bert_ds.py ]]; then
   echo "train_bert_ds.py: needs wikitext in the datasets cache; see reports/your-job.md"
 fi

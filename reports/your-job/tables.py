@@ -45,19 +45,20 @@ def section_script(runs: Path) -> list[str]:
     out = ["## 1. Script runs as exact as scenarios", ""]
     a, b = runs / "z3-script", runs / "z3-scenario"
     ca, cb = census(a, "after_init"), census(b, "after_init") or {"roles": {}}
-    sa = summary(a)
+    sa, sb = summary(a), summary(b)
     if ca and sa:
-        params = sa.params
+        params, params_b = sa.params, (sb.params if sb else None)  # each column per its own run's parameters
         out += [f"A Llama ({params / 1e6:.2f} M params) at ZeRO-3, optimizer and parameters offloaded, as a script "
                 "(`examples/train_hf.py` with `examples/ds_config_hf_zero3.json`) and, where run, as the scenario "
-                "`llama-small-zero3` of the same shape. After-init census, allocated bytes per parameter (`buckets`: "
-                "allocated, mostly never touched; before the fix the script read every byte as `other`: 11.69 B/param "
-                "on run_clm, 12.00 on train_hf):", "", "| role | script | scenario |", "|---|---:|---:|"]
+                f"`llama-small-zero3` of the same shape ({(params_b or 0) / 1e6:.2f} M params). After-init census, "
+                "allocated bytes per parameter (`buckets`: allocated, mostly never touched; before the fix the script "
+                "read every byte as `other`: 12.00 B/param, as run_clm's row below shows):", "",
+                "| role | script | scenario |", "|---|---:|---:|"]
         for role in sorted(set(ca["roles"]) | set(cb["roles"])):
             va = ca["roles"].get(role, {}).get("allocated")
             vb = cb["roles"].get(role, {}).get("allocated")
             out.append(f"| {role} | {fmt(va / params if va is not None else None)} | "
-                       f"{fmt(vb / params if vb is not None else None)} |")
+                       f"{fmt(vb / params_b if vb is not None and params_b else None)} |")
         out.append("")
     pair = [summary(runs / f"aa-{i}") for i in (1, 2)]
     if all(pair):
@@ -199,31 +200,110 @@ def section_moe(root: Path) -> list[str]:
     return [*out, ""]
 
 
+CLM = (("clm-z2", "after", "2", "1", "rssprobe"), ("clm-z3", "after", "3", "1", "rssprobe"),
+       ("clm-z3-before", "before (2f7e902)", "3", "1", "rssprobe"), ("clm-z3-ga2", "after", "3", "1", "rssprobe"),
+       ("clm-z2-2r", "after", "2", "2", "rssprobe"), ("clm-z2-torchrun", "after", "2", "2", "torchrun"))
+
+
+def section_clm(runs: Path) -> list[str]:
+    """transformers' own run_clm.py (HF Trainer), unmodified, under `rssprobe run`: before and after the fixes."""
+    out = ["## transformers' run_clm.py (HF Trainer), unmodified", "",
+           "`examples/pytorch/language-modeling/run_clm.py` as transformers ships it, trained from scratch offline: a "
+           "Llama of 2 layers (hidden 256, vocab 4096) on this repository's own markdown, with a byte-level BPE "
+           "tokenizer trained on the same text (`reports/your-job/run_clm/prepare.py`), 4 optimizer steps of 2 "
+           "sequences of 16 tokens, the Trainer's DeepSpeed config with every value `auto` (optimizer offloaded; "
+           "at ZeRO-3 the parameters too), glibc as users have it. `before` is the same command under the code "
+           "before issue 31's fixes. B/param of the measured parameters, above the pre-model baseline:", "",
+           "| run | code | ZeRO | ranks | launcher | status | params | optimizer steps (micro-steps each) | "
+           "after-init census: largest roles | `other` after init | live buffers at end | RSS at end |",
+           "|---|---|---:|---:|---|---|---:|---|---|---:|---:|---:|"]
+    for name, code, stage, ranks, launcher in CLM:
+        s = summary(runs / name)
+        if s is None:
+            out.append(f"| {name} | {code} | {stage} | {ranks} | {launcher} | not run | | | | | | |")
+            continue
+        c = census(runs / name, "after_init") or {"roles": {}}
+        params = s.params or 0
+        roles = sorted(((r, v.get("allocated", 0)) for r, v in c["roles"].items()), key=lambda kv: -kv[1])
+        top = ", ".join(f"{r} {v / params:.2f}" for r, v in roles[:3]) if params else ""
+        other = c["roles"].get("other", {}).get("allocated")
+        m = s.metrics()
+        micro = sorted({e.get("micro_steps") for e in s.steps})
+        out.append(f"| {name} | {code} | {stage} | {ranks} | {launcher} | {s.status} | {params:,} | "
+                   f"{len(s.steps)} ({', '.join(str(x) for x in micro)}) | {top} | "
+                   f"{fmt(other / params if other is not None and params else None)} | {fmt(m.get('budget.live'))} | "
+                   f"{fmt(m.get('budget.rss_above_baseline'))} |")
+    return [*out, ""]
+
 COMMANDS = ["## How the runs were made", "",
-            "Every row's command is in `reports/your-job/evidence.sh` (`OUT=DIR bash reports/your-job/evidence.sh`, "
-            "then this script); the runs behind this page are `reports/your-job/runs.tar.gz`. In this session some "
-            "were made by hand with the same arguments before the script existed, and differ from it where said: "
-            "`z3-script` is `examples/train_hf.py` at its default size (25.2 M params) with "
-            "`examples/ds_config_hf_zero3.json`; the 2-rank load rows were made before the node's load window was "
-            "narrowed to the load itself (it then ran to each rank's after_model); the 4.51.3 MoE row ran in the "
-            "environment `torch2.13.0+cpu-ds0.19.8-tf4.51.3` (`rssprobe run ... --env NAME`) with accelerate added by "
-            "hand, which the code now adds itself. Rows marked \"not run\" were not run in this session (time: each "
-            "new transformers release is a new environment and a DeepSpeed op compile, ~20 min here).",
-            "",
-            "Third-party scripts (transformers' `run_clm.py`, DeepSpeedExamples' `train_bert_ds.py`) were not run "
-            "here: run_clm needs `datasets`, `evaluate` and a local tokenizer, HelloDeepSpeed needs wikitext in the "
-            "datasets cache, and none is on this machine; `evidence.sh` takes them from a local clone "
-            "(`TRANSFORMERS_SRC`, `DSE_SRC`), never from this repository.", ""]
+            "Every row's command is in `reports/your-job/evidence.sh` (`OUT=DIR RUN_CLM=PATH bash "
+            "reports/your-job/evidence.sh`, then this script); the runs behind this page are "
+            "`reports/your-job/runs.tar.gz`. Two sessions made them: the first by hand with the same arguments before "
+            "the script existed (the 2-rank load rows then had the node's load window running to each rank's "
+            "after_model; the first 4.51.3 MoE row ran in an environment with accelerate added by hand), the second "
+            "(2026-12-02) by the script: the 1- and 4-rank load rows, the bf16-on-disk row, the scenario beside the "
+            "ZeRO-3 script, the python launcher, the HF Trainer row, the MoE rows of the release matrix "
+            "(`moe-releases`) and run_clm's rows.", "",
+            "transformers' `run_clm.py` is not in this repository: `RUN_CLM` names a downloaded copy (its 30,345-byte "
+            "version whose `check_min_version` asks 4.57.0.dev0 ran here, under transformers 5.24.0 with `datasets` "
+            "5.2.0 and `evaluate` 0.4.6 installed by `pip install datasets evaluate`). DeepSpeedExamples' "
+            "`training/HelloDeepSpeed/train_bert_ds.py` was not run: unmodified it loads wikitext-2 with "
+            "`datasets.load_dataset(\"wikitext\", \"wikitext-2-v1\")` and the `roberta-base` tokenizer from the "
+            "Hugging Face Hub, which this machine cannot reach.", ""]
+
+
+def _role_other(run: Path) -> float | None:
+    s, c = summary(run), census(run, "after_init")
+    if not s or not c or not s.params:
+        return None
+    return c["roles"].get("other", {}).get("allocated", 0) / s.params
+
+
+def answer(root: Path) -> list[str]:
+    """The page's answer first, each number read from the runs below it (a sentence whose runs are missing is left
+    out)."""
+    runs, out = root / "runs", []
+    before, after = _role_other(runs / "clm-z3-before"), _role_other(runs / "clm-z3")
+    if before is not None and after is not None:
+        out.append(f"transformers' own `run_clm.py` (HF Trainer, unmodified) at ZeRO-3 read {before:.2f} B/param as "
+                   f"`other` after `initialize` under the code before issue 31's fixes and {after:.2f} after them, "
+                   "every byte now under its ZeRO role, as the scenario of the same model reads them.")
+    loads = {order: summary(runs / f"load-z3bf-4r-{order}") for order in ("before", "after")}
+    if all(loads.values()):
+        held = {o: s.load()["figures"] for o, s in loads.items() if s and s.load()}  # type: ignore[union-attr]
+        node = {o: ((s.node() or {}).get("model_peak_rss_bytes") or 0) / MIB for o, s in loads.items() if s}
+        if len(held) == 2:
+            out.append(f"FAI-RL #68's order at 4 ranks (a bf16 load of an fp32 checkpoint, ZeRO-3): each rank holds "
+                       f"{held['after']['whole'] + held['after']['partition']:.2f} B/param of the model when the HF "
+                       f"DeepSpeed config is made after `from_pretrained` against "
+                       f"{held['before']['whole'] + held['before']['partition']:.2f} with zero.Init during the load; "
+                       f"the node's load peak {node['after']:,.1f} MiB against {node['before']:,.1f}.")
+    releases = []
+    matrix = root / "moe-releases"
+    if (matrix / "matrix.json").exists():
+        for group in sorted(p for p in matrix.iterdir() if p.is_dir()):
+            for member in sorted(group.glob("run-*")):
+                s = summary(member)
+                load = s.load() if s else None
+                if s and load:
+                    releases.append(((s.manifest.versions or {}).get("transformers") or "?", load["figures"]["peak"]))
+    if len(releases) > 1:
+        worst = max(releases, key=lambda r: r[1])
+        others = ", ".join(f"{v:.2f} for {t}" for t, v in releases if (t, v) != worst)
+        out.append(f"transformers #47514, small (Qwen3-MoE, 8 experts, ZeRO-3, 2 ranks, zero.Init during the load): "
+                   f"transformers {worst[0]}'s load peaks highest on rank 0, {worst[1]:.2f} B/param, against "
+                   f"{others} (one run each).")
+    return [" ".join(out), ""] if out else []
 
 
 def main(root: Path) -> None:
     runs = root / "runs"
-    lines = ["# Your job as you run it (issue 31): evidence", "",
+    lines = ["# Your job as you run it (issue 31): evidence", "", *answer(root),
              "Generated by `python reports/your-job/tables.py $OUT` from the runs of `OUT=... bash "
              "reports/your-job/evidence.sh` (on a 2-core, 24 GiB machine shared with other sessions: timings are "
              "noisy and none is shown; memory figures are per run).", "",
              *section_script(runs), *section_scale(root), *section_launchers(runs), *section_load(runs),
-             *section_moe(root), *COMMANDS]
+             *section_moe(root), *section_clm(runs), *COMMANDS]
     print("\n".join(lines))
 
 
