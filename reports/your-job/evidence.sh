@@ -79,6 +79,10 @@ done
 if [[ ${RELEASES:-1} == 1 ]]; then
   "${NICE[@]}" $RSSPROBE matrix "$MOE" --set world_size=2 --transformers 4.51.3,5.13.0,5.24.0 --repeat 1 \
       --out "$OUT/moe-releases" > "$OUT/moe-releases.log" 2>&1 || echo "moe-releases: see $OUT/moe-releases.log"
+  # which release moved the load's peak: the last of each minor between 4.51.3 (bounded in #47514) and 5.13.0
+  "${NICE[@]}" $RSSPROBE bisect "$MOE" --set world_size=2 --metric load.peak --out "$OUT/moe-bisect" --transformers \
+      4.51.3,4.52.4,4.53.3,4.54.1,4.55.4,4.56.2,4.57.6,5.0.0,5.1.0,5.2.0,5.3.0,5.4.0,5.5.4,5.6.2,5.7.0,5.8.1,5.9.0,\
+5.10.4,5.11.0,5.12.1,5.13.0 > "$OUT/moe-bisect.log" 2>&1 || echo "moe-bisect: see $OUT/moe-bisect.log"
 fi
 
 # 4. Third-party scripts, never copied here. transformers' run_clm.py (HF Trainer), unmodified, offline: RUN_CLM

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rssprobe.analysis import answers
 from rssprobe.analysis.summary import Summary
 from rssprobe.errors import UserError
 from rssprobe.store.rundir import RunDir
@@ -197,6 +198,23 @@ def section_moe(root: Path) -> list[str]:
         out.append(f"| {version} | {order} | {load['holds']} | {fmt(load['figures']['peak'])} "
                    f"({fmt(load['peak_bytes'] / MIB, 1)}) | {fmt(init)} | {fmt(mp / MIB if mp else None, 1)} | "
                    f"{fmt(peak / MIB if peak else None, 1)} |")
+    return [*out, "", *_bisect(root)]
+
+
+def _bisect(root: Path) -> list[str]:
+    """The bisect of the load's peak over the releases between 4.51.3 and 5.13.0 (evidence.sh), its probes."""
+    path = root / "moe-bisect" / "bisect.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    out = [f"Bisected over {len(data['values'])} releases ({data['values'][0]} ... {data['values'][-1]}: the last of "
+           f"each minor), the same load, 3 runs a release against 3 of {data['values'][0]}, threshold "
+           f"{data['threshold']} B/param, alpha {data['alpha']}: " + " ".join(answers.bisect(data)), "",
+           "| probe | transformers | load peak, rank 0, B/param | against 4.51.3 | verdict |",
+           "|---:|---|---:|---:|---|"]
+    for i, probe in enumerate(data["probes"], 1):
+        out.append(f"| {i} | {probe['what'].removeprefix('transformers ')} | {fmt(probe['b'])} | "
+                   f"{probe['delta']:+.2f} | {probe['verdict']} |")
     return [*out, ""]
 
 
@@ -293,6 +311,9 @@ def answer(root: Path) -> list[str]:
         out.append(f"transformers #47514, small (Qwen3-MoE, 8 experts, ZeRO-3, 2 ranks, zero.Init during the load): "
                    f"transformers {worst[0]}'s load peaks highest on rank 0, {worst[1]:.2f} B/param, against "
                    f"{others} (one run each).")
+    bisected = root / "moe-bisect" / "bisect.json"
+    if bisected.exists():
+        out.append("Bisected over the releases between: " + " ".join(answers.bisect(json.loads(bisected.read_text()))))
     return [" ".join(out), ""] if out else []
 
 

@@ -97,8 +97,14 @@ REGISTRY: tuple[Metric, ...] = (
         ("slack", "pinned host memory held on CUDA beyond the live pinned tensors, measured"))),
     Metric("part.*", "RSS of a memory-map part", "parts"),
     Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),
-    Metric("load.*", "the model's load from its checkpoint, above the baseline (peak, RSS, anon/file/shared, "
-                     "whole model or partition held)"),
+    *(Metric(f"load.{name}", label) for name, label in (
+        ("peak", "the exact peak of the model's load from its checkpoint, above the baseline"),
+        ("rss", "RSS after the model's load from its checkpoint, above the baseline"),
+        ("anon", "anonymous RSS after the model's load, above the baseline"),
+        ("file", "file-backed RSS after the model's load (the checkpoint's mapped pages among it)"),
+        ("shmem", "shared RSS after the model's load"),
+        ("whole", "the whole-model tensors a rank holds after the load"),
+        ("partition", "the ZeRO-3 partitions a rank holds after the load"))),
     Metric("site.*", "a code site's retained or peak bytes", "sites"),
     Metric("event.*", "RSS retained or peak per in-run event", unit="B/param per occurrence"),
     Metric("growth.*", "RSS slope over the steps", unit="B/param per step"),
@@ -115,7 +121,6 @@ MATRIX_FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.li
 PATCH_EFFECTS = ("steady.rss", "budget.rss_after_trim_above_baseline")
 POINTS = ("init", "first_step", "steady", "end")
 SITE_PHASES = ("init", "first_step", "steady")
-LOAD = ("peak", "rss", "anon", "file", "shmem", "whole", "partition")  # analysis/summary.py: Summary.load()
 BUDGET = ("live", "rss_above_baseline", "unexplained", "glibc_free_retained", "not_attributed",
           "malloc_trim_released", "rss_after_trim_above_baseline")
 
@@ -184,7 +189,7 @@ def known(scenario: Scenario | None) -> list[str]:
         names += [f"node.{p}.{k}" for p in ("init", "first_step", "end") for k in ("rss", "pss")] + ["node.peak",
                                                                                                   "node.model_peak"]
     if scenario is None or scenario.model.kind == "script" or scenario.model.load == "checkpoint":
-        names += [f"load.{k}" for k in LOAD]  # a script's from_pretrained is measured as a load too
+        names += [m.pattern for m in REGISTRY if m.pattern.startswith("load.")]  # a script's from_pretrained too
     if scenario is not None:
         names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
                   for phase in SITE_PHASES for kind in ("retained", "peak")]
