@@ -12,8 +12,8 @@ into what the model's shapes decide exactly and what the calibration measured:
 * fitted terms, each a least-squares line against what it grows with over the calibration's runs, every size
   and every repeat (stats.proportional_fit: weighted 1/x^2, because the scatter between identical runs, glibc's
   retention, is bytes per parameter), and the prediction for the target with its t interval (stats.predict_sum:
-  the node's interval is its ranks' sum, the line's uncertainty counted once per rank, each rank's own scatter
-  independent):
+  the node's interval is its ranks' sum, the line's uncertainty and each rank's own scatter counted once per rank:
+  the ranks of one run may retain alike):
   - steady: the steady RSS (the mean of steps 2..S, S the target's steps, at most the calibration's) minus the
     live buffers (and, on CUDA, the predicted slack) of each calibration run: its intercept is the baseline
     plus the fixed cost per process, its slope what else grows per parameter (glibc's retention of freed
