@@ -350,11 +350,10 @@ def campaign(kind: str, data: dict[str, Any]) -> list[str]:
     done = [c for c in cells if c["status"] == Status.DONE]
     head = f"The {kind} has {len(cells)} cells, {len(done)} done" + (
         f", {len(data['failed'])} failed" if data.get("failed") else "")
-    effects = [(c, c["effects"][m]) for c in done for m in ("budget.rss_after_trim_above_baseline",)
-               if m in (c.get("effects") or {})]
     gated = "budget.rss_after_trim_above_baseline"
+    effects = [(c, c["effects"][gated]) for c in done if gated in (c.get("effects") or {})]
     levels = [(c, c["figures"][gated]) for c in done if (c.get("figures") or {}).get(gated) is not None]
-    if not effects and len(levels) > 1 and not any(c["patch"] != BASELINE for c in cells):
+    if len(levels) > 1 and all(c["patch"] == BASELINE for c in cells):  # nothing patched: no effects either
         (lo_c, lo), (hi_c, hi) = min(levels, key=lambda cv: cv[1]), max(levels, key=lambda cv: cv[1])
         return [head + f"; no cell is patched, so it compares configurations: RSS after a final trim is "
                 f"{lo:.2f} B/param at the lowest ({_cell(lo_c)}) and {hi:.2f} at the highest ({_cell(hi_c)})."]
