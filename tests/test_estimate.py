@@ -299,6 +299,20 @@ def test_the_shipped_models_are_their_published_shapes() -> None:
         knownmodels.load("llama-3-7b")
 
 
+def test_a_scripts_recorded_tensors_are_its_shape_and_damaged_ones_are_named() -> None:
+    """A script's run records its model's tensors per param group (its model event's shape_groups): that is the
+    calibration point's shape, in order; a damaged record (empty, zero, not a number, a bool, no largest layer) is
+    one line naming the run, and a script run without one cannot say its shape."""
+    got = modelshape.recorded({"kind": "script"}, None, "run-01", [[4, 2], [3]], 4)
+    assert got == modelshape.Shape(((4, 2), (3,)), 4, 0) and got.params == 9
+    for groups, largest in (([], 4), ([[]], 4), ([[0]], 4), ([["4"]], 4), ([[True]], 4), ("4", 4), ([[4]], None),
+                            ([[4]], -1)):
+        with pytest.raises(UserError, match="run-01: its model event's shape_groups"):
+            modelshape.recorded({"kind": "script"}, None, "run-01", groups, largest)
+    with pytest.raises(UserError, match="run-01: its model's shape is not recorded"):
+        modelshape.recorded({"kind": "script"}, None, "run-01")
+
+
 def test_a_hugging_face_config_json_is_its_model(tmp_path: Path) -> None:
     """--hf-config: a config.json as published (with keys that are no shapes: architectures, torch_dtype,
     transformers_version) builds the same model as the shipped name; a key its config class does not take is left

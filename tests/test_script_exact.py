@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from rssprobe.config import modelshape
+
 from .conftest import STEADY_GLIBC, rssprobe, summary
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow]  # make test-slow: end-to-end, minutes each
@@ -76,6 +78,11 @@ def test_a_zero3_script_reads_its_after_init_census_by_stage3_roles(zero3_pair: 
     assert a["other"]["allocated"] - b["other"]["allocated"] < 1 << 20
     for role, value in t["budget"]["roles"].items():  # and the end budget, role by role
         assert abs(s["budget"]["roles"].get(role, 0.0) - value) <= 0.01, role
+    # the tensors it records for an estimate's calibration (a partitioned one by ds_numel) are the scenario's shape
+    [model] = [e for e in _events(script) if e["event"] == "model"]
+    manifest = json.loads((scen / "manifest.json").read_text())
+    want = modelshape.recorded(manifest["scenario"]["model"], SHAPE["layers"], "llama-small-zero3")
+    assert model["shape_groups"] == [list(g) for g in want.groups] and model["largest_layer"] == want.largest_layer
 
 
 def test_a_zero3_scripts_pins_and_tied_line_read_its_stage(zero3_pair: tuple[Path, Path]) -> None:

@@ -150,7 +150,11 @@ def point(s: Summary, defaults: dict[str, Any]) -> Point | str:
     zero = partition.zero_of(scen.get("zero") or {}, ELEMENT_BYTES.get(scen.get("precision", "bf16"), 2), world,
                              accelerator, defaults, config.get("pin_memory_effective"))
     declared = scen.get("model") or {}
-    shape = modelshape.recorded(declared, model.get("layers") or declared.get("layers"), f"{s.run.path}")
+    try:
+        shape = modelshape.recorded(declared, model.get("layers") or declared.get("layers"), f"{s.run.path}",
+                                    model.get("shape_groups"), model.get("largest_layer"))
+    except UserError as e:
+        return str(e)
     if shape.params != s.params:
         return f"its recorded shape has {shape.params:,} parameters, its model event {s.params:,}"
     ops = pinned.request_ops([r for e in events for r in e["requests"]], [f for e in events for f in e["freed"]]) \

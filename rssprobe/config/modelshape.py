@@ -74,8 +74,16 @@ def layer_params(scen: Scenario) -> tuple[int, int]:
     return two - one, 2 * one - two
 
 
-def recorded(model: dict[str, object], layers: int | None, label: str) -> Shape:
-    """The shape of a run's model from its manifest's scenario `model` table and the layer count it ran with."""
+def recorded(model: dict[str, object], layers: int | None, label: str, groups: object = None,
+             largest_layer: object = None) -> Shape:
+    """The shape of a run's model: the tensors its model event recorded (a script's), else rebuilt from its
+    manifest's scenario `model` table and the layer count it ran with."""
+    if groups is not None:
+        if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g for g in groups)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for g in groups for n in g)
+                and isinstance(largest_layer, int) and largest_layer > 0):
+            raise UserError(f"{label}: its model event's shape_groups is not lists of positive tensor sizes")
+        return Shape(tuple(tuple(g) for g in groups), largest_layer, layers if isinstance(layers, int) else 0)
     if model.get("kind", "linear") == "transformers" and isinstance(model.get("hf"), dict) and layers:
         return transformers(dict(model["hf"]), label, layers)  # type: ignore[arg-type]
     width, groups = model.get("width"), model.get("param_groups") or 1

@@ -97,6 +97,10 @@ class Model(Event):
     param_tensors: NotRequired[int]  # unique parameter tensors (a per-tensor site runs this often a step)
     tied: NotRequired[list[list[str]]]  # the names that share one weight, per shared weight
     tied_params: NotRequired[int]  # parameters in tied weights (counted once in params)
+    # a script's model, as its ZeRO optimizer took it: the trainable tensors' element counts per param group in
+    # order, the most parameters one module owns directly (a scenario's shape is rebuilt from its declaration)
+    shape_groups: NotRequired[list[list[int]]]
+    largest_layer: NotRequired[int]
 
 
 class ScriptEngine(Event):

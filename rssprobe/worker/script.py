@@ -329,7 +329,7 @@ class ScriptRun:
         describe = models.describe(engine.module, {"model": {"kind": "script"}})
         w.events.emit("model", params=params, param_groups=len(engine.optimizer.param_groups),
                       zero_stage=w.zero_stage, **w.estimate(engine.module, params, w.zero_stage, offload_param),
-                      **describe)
+                      **describe, **_shape(engine))
         total = steptotal.find(engine, sys._getframe())
         if self.steps_wanted is not None:
             total = min(total, self.steps_wanted) if total is not None else self.steps_wanted
@@ -477,9 +477,27 @@ def _inside_import() -> bool:
     return False
 
 
+def _numel(p: Any) -> int:
+    """A parameter's full size (a ZeRO-3 partitioned one holds an empty tensor: its size is ds_numel)."""
+    return int(getattr(p, "ds_numel", p.numel()))
+
+
 def _unique_params(module: Any) -> int:
     """Unique parameters (a tied weight once; a ZeRO-3 partitioned one by its full size, ds_numel)."""
-    return sum(getattr(p, "ds_numel", p.numel()) for p in module.parameters())
+    return sum(_numel(p) for p in module.parameters())
+
+
+def _shape(engine: Any) -> dict[str, Any]:
+    """The model's tensors as DeepSpeed's ZeRO optimizer groups them (what an estimate partitions exactly): the
+    trainable parameters of each param group in order (stage 3: trainable_param_groups; stages 1/2:
+    bit16_groups), a ZeRO-3 partitioned one by ds_numel. Empty for an optimizer that keeps neither."""
+    opt = engine.optimizer
+    groups = getattr(opt, "trainable_param_groups", None)
+    groups = [g["params"] for g in groups] if groups else getattr(opt, "bit16_groups", None)
+    if not groups:
+        return {}
+    largest = max(sum(_numel(p) for p in m.parameters(recurse=False)) for m in engine.module.modules())
+    return {"shape_groups": [[_numel(p) for p in g] for g in groups], "largest_layer": largest}
 
 
 def _engine_facts(engine: Any, stage: int) -> dict[str, Any]:

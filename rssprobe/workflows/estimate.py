@@ -197,7 +197,9 @@ def target_scenario(req: Request, read: tuple[str, dict[str, Any]] | None = None
         scen = spec.apply(read[1], read[0]) if read else spec.load()
         origin = f"scenario {req.scenario_ref}"
     if scen.script is not None:
-        raise UserError(f"{req.scenario_ref}: a script builds its own model; estimate takes a scenario")
+        raise UserError(f"{req.scenario_ref}: a script builds its own model; the target is a scenario, --model or "
+                        "--hf-config of the same model, calibrated on the script: rssprobe scale --script train.py "
+                        "--size-arg layers=1,2,3 --out DIR -- ARGS, then estimate ... --calibration DIR")
     if scen.grad_accum_steps > 1:
         raise UserError("grad_accum_steps > 1: the per-parameter gradient accumulation buffers are not modelled "
                         "by estimate yet")
