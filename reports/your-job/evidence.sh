@@ -118,6 +118,32 @@ num_attention_heads=4,num_key_value_heads=2,vocab_size=4096,max_position_embeddi
 else
   echo "skipped: set RUN_CLM to a copy of transformers' run_clm.py (or TRANSFORMERS_SRC to a checkout)"
 fi
-if [[ -n ${DSE_SRC:-} && -f $DSE_SRC/training/HelloDeepSpeed/train_bert_ds.py ]]; then
-  echo "train_bert_ds.py: needs wikitext in the datasets cache; see reports/your-job.md"
+# 5. DeepSpeedExamples' training/HelloDeepSpeed/train_bert_ds.py (its own ZeRO-1 config, optimizer offloaded),
+# unmodified, offline: HELLO_DS names a copy (e.g. `curl -LO https://raw.githubusercontent.com/deepspeedai/
+# DeepSpeedExamples/master/training/HelloDeepSpeed/train_bert_ds.py`), or DSE_SRC a checkout. It needs
+# `pip install datasets fire loguru pytz sh==1.14.2 tensorboard` (sh as its requirements.txt pins it: sh 2 returns a str
+# where the script reads .stdout); prepare.py makes the wikitext stand-in and its tokenizer.
+HDS=${HELLO_DS:-${DSE_SRC:+$DSE_SRC/training/HelloDeepSpeed/train_bert_ds.py}}
+if [[ -n $HDS && -f $HDS ]]; then
+  H=$OUT/hello_ds-inputs
+  [[ -f $H/tokenizer/tokenizer.json ]] || python "$ROOT/reports/your-job/hello_ds/prepare.py" "$H" > /dev/null
+  export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_DATASETS_CACHE=$H/datasets
+  mkdir -p "$OUT/hds-out"
+  HDS_ARGS=(--tokenizer "$H/tokenizer" --num_iterations 4 --log_every 1 --checkpoint_every 1000 --max_seq_length 128)
+  run hds-z1 --script "$HDS" -- "${HDS_ARGS[@]}" --checkpoint_dir "$OUT/hds-out/z1"
+  run hds-z1-2r --script "$HDS" --world-size 2 -- "${HDS_ARGS[@]}" --checkpoint_dir "$OUT/hds-out/z1-2r"
+  run hds-z1-torchrun -- torchrun --nproc-per-node 2 --master-port 29635 "$HDS" "${HDS_ARGS[@]}" \
+      --checkpoint_dir "$OUT/hds-out/z1-torchrun"
+  run hds-z1-deepspeed -- deepspeed --num_gpus 2 --master_port 29636 "$HDS" "${HDS_ARGS[@]}" \
+      --checkpoint_dir "$OUT/hds-out/z1-deepspeed"
+  run hds-z1-accelerate -- accelerate launch --multi_gpu --num_processes 2 --main_process_port 29637 "$HDS" \
+      "${HDS_ARGS[@]}" --checkpoint_dir "$OUT/hds-out/z1-accelerate"
+  BEFORE=$OUT/before-src
+  [[ -d $BEFORE ]] || git -C "$ROOT" worktree add --detach "$BEFORE" 2f7e902 > /dev/null
+  [[ -f $OUT/runs/hds-z1-before/manifest.json ]] || (cd "$BEFORE" && PYTHONPATH=$BEFORE "${NICE[@]}" \
+      python -m rssprobe run --out "$OUT/runs/hds-z1-before" --script "$HDS" -- "${HDS_ARGS[@]}" \
+      --checkpoint_dir "$OUT/hds-out/z1-before" > "$OUT/runs/hds-z1-before.log" 2>&1) \
+      || echo "hds-z1-before: failed (see $OUT/runs/hds-z1-before.log)"
+else
+  echo "skipped: set HELLO_DS to a copy of DeepSpeedExamples' train_bert_ds.py (or DSE_SRC to a checkout)"
 fi

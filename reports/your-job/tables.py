@@ -223,19 +223,12 @@ CLM = (("clm-z2", "after", "2", "1", "rssprobe"), ("clm-z3", "after", "3", "1", 
        ("clm-z2-2r", "after", "2", "2", "rssprobe"), ("clm-z2-torchrun", "after", "2", "2", "torchrun"))
 
 
-def section_clm(runs: Path) -> list[str]:
-    """transformers' own run_clm.py (HF Trainer), unmodified, under `rssprobe run`: before and after the fixes."""
-    out = ["## transformers' run_clm.py (HF Trainer), unmodified", "",
-           "`examples/pytorch/language-modeling/run_clm.py` as transformers ships it, trained from scratch offline: a "
-           "Llama of 2 layers (hidden 256, vocab 4096) on this repository's own markdown, with a byte-level BPE "
-           "tokenizer trained on the same text (`reports/your-job/run_clm/prepare.py`), 4 optimizer steps of 2 "
-           "sequences of 16 tokens, the Trainer's DeepSpeed config with every value `auto` (optimizer offloaded; "
-           "at ZeRO-3 the parameters too), glibc as users have it. `before` is the same command under the code "
-           "before issue 31's fixes. B/param of the measured parameters, above the pre-model baseline:", "",
-           "| run | code | ZeRO | ranks | launcher | status | params | optimizer steps (micro-steps each) | "
+def _script_rows(runs: Path, rows: tuple[tuple[str, str, str, str, str], ...]) -> list[str]:
+    """One row a third-party script's run: what ran, its steps, the after-init census, the end's budget."""
+    out = ["| run | code | ZeRO | ranks | launcher | status | params | optimizer steps (micro-steps each) | "
            "after-init census: largest roles | `other` after init | live buffers at end | RSS at end |",
            "|---|---|---:|---:|---|---|---:|---|---|---:|---:|---:|"]
-    for name, code, stage, ranks, launcher in CLM:
+    for name, code, stage, ranks, launcher in rows:
         s = summary(runs / name)
         if s is None:
             out.append(f"| {name} | {code} | {stage} | {ranks} | {launcher} | not run | | | | | | |")
@@ -253,6 +246,36 @@ def section_clm(runs: Path) -> list[str]:
                    f"{fmt(m.get('budget.rss_above_baseline'))} |")
     return [*out, ""]
 
+
+def section_clm(runs: Path) -> list[str]:
+    """transformers' own run_clm.py (HF Trainer), unmodified, under `rssprobe run`: before and after the fixes."""
+    return ["## transformers' run_clm.py (HF Trainer), unmodified", "",
+            "`examples/pytorch/language-modeling/run_clm.py` as transformers ships it, trained from scratch offline: a "
+            "Llama of 2 layers (hidden 256, vocab 4096) on this repository's own markdown, with a byte-level BPE "
+            "tokenizer trained on the same text (`reports/your-job/run_clm/prepare.py`), 4 optimizer steps of 2 "
+            "sequences of 16 tokens, the Trainer's DeepSpeed config with every value `auto` (optimizer offloaded; "
+            "at ZeRO-3 the parameters too), glibc as users have it. `before` is the same command under the code "
+            "before issue 31's fixes. B/param of the measured parameters, above the pre-model baseline:", "",
+            *_script_rows(runs, CLM)]
+
+
+HDS = (("hds-z1", "after", "1", "1", "rssprobe"), ("hds-z1-before", "before (2f7e902)", "1", "1", "rssprobe"),
+       ("hds-z1-2r", "after", "1", "2", "rssprobe"), ("hds-z1-torchrun", "after", "1", "2", "torchrun"),
+       ("hds-z1-deepspeed", "after", "1", "2", "deepspeed"), ("hds-z1-accelerate", "after", "1", "2", "accelerate"))
+
+
+def section_hello(runs: Path) -> list[str]:
+    """DeepSpeedExamples' HelloDeepSpeed (train_bert_ds.py), unmodified, under each launcher."""
+    return ["## DeepSpeedExamples' HelloDeepSpeed (train_bert_ds.py), unmodified", "",
+            "`training/HelloDeepSpeed/train_bert_ds.py` as DeepSpeedExamples ships it (its own DeepSpeed config: "
+            "ZeRO-1, Adam offloaded to the CPU, bf16; a RoBERTa MLM of 6 layers, hidden 256, vocabulary 50,265, the "
+            "word embedding tied to the head), run offline: the Hub's `wikitext` is a local stand-in in a datasets "
+            "cache (this repository's markdown, one record a line) and its `--tokenizer` a RoBERTa-like BPE trained "
+            "on the same text (`reports/your-job/hello_ds/prepare.py`); 3 optimizer steps (`--num_iterations 4`) "
+            "of 8 sequences of up to 128 tokens, glibc as users have it. B/param as above:", "",
+            *_script_rows(runs, HDS)]
+
+
 COMMANDS = ["## How the runs were made", "",
             "Every row's command is in `reports/your-job/evidence.sh` (`OUT=DIR RUN_CLM=PATH bash "
             "reports/your-job/evidence.sh`, then this script); the runs behind this page are "
@@ -265,9 +288,10 @@ COMMANDS = ["## How the runs were made", "",
             "transformers' `run_clm.py` is not in this repository: `RUN_CLM` names a downloaded copy (its 30,345-byte "
             "version whose `check_min_version` asks 4.57.0.dev0 ran here, under transformers 5.24.0 with `datasets` "
             "5.2.0 and `evaluate` 0.4.6 installed by `pip install datasets evaluate`). DeepSpeedExamples' "
-            "`training/HelloDeepSpeed/train_bert_ds.py` was not run: unmodified it loads wikitext-2 with "
-            "`datasets.load_dataset(\"wikitext\", \"wikitext-2-v1\")` and the `roberta-base` tokenizer from the "
-            "Hugging Face Hub, which this machine cannot reach.", ""]
+            "`training/HelloDeepSpeed/train_bert_ds.py` is not here either: `HELLO_DS` names a copy (its version of "
+            "commit 45b4b71, 2026-03-29, ran here, with `sh==1.14.2` as its requirements pin it; a third session, "
+            "2026-12-02, made its rows). It loads `wikitext` from the Hub and `roberta-base` by default, which this "
+            "machine cannot reach: the stand-ins above take their names, and nothing in the script changes.", ""]
 
 
 def _role_other(run: Path) -> float | None:
@@ -286,6 +310,14 @@ def answer(root: Path) -> list[str]:
         out.append(f"transformers' own `run_clm.py` (HF Trainer, unmodified) at ZeRO-3 read {before:.2f} B/param as "
                    f"`other` after `initialize` under the code before issue 31's fixes and {after:.2f} after them, "
                    "every byte now under its ZeRO role, as the scenario of the same model reads them.")
+    live = {launcher: (s.metrics().get("budget.live") if (s := summary(runs / name)) else None)
+            for name, _code, _stage, ranks, launcher in HDS if ranks == "2"}
+    if all(v is not None for v in live.values()):
+        same = len({round(v, 2) for v in live.values()}) == 1  # type: ignore[arg-type]
+        out.append("DeepSpeedExamples' HelloDeepSpeed (`train_bert_ds.py`, unmodified, ZeRO-1) at 2 ranks under "
+                   + ", ".join(live) + (f": rank 0's live ZeRO buffers read {next(iter(live.values())):.2f} B/param "
+                                        "under every launcher." if same else ": rank 0's live ZeRO buffers read "
+                                        + ", ".join(f"{v:.2f}" for v in live.values()) + " B/param."))
     loads = {order: summary(runs / f"load-z3bf-4r-{order}") for order in ("before", "after")}
     if all(loads.values()):
         held = {o: s.load()["figures"] for o, s in loads.items() if s and s.load()}  # type: ignore[union-attr]
@@ -324,7 +356,7 @@ def main(root: Path) -> None:
              "reports/your-job/evidence.sh` (on a 2-core, 24 GiB machine shared with other sessions: timings are "
              "noisy and none is shown; memory figures are per run).", "",
              *section_script(runs), *section_scale(root), *section_launchers(runs), *section_load(runs),
-             *section_moe(root), *section_clm(runs), *COMMANDS]
+             *section_moe(root), *section_clm(runs), *section_hello(runs), *COMMANDS]
     print("\n".join(lines))
 
 
