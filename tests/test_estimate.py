@@ -28,6 +28,7 @@ from rssprobe.analysis.pinrule import Rule
 from rssprobe.analysis.summary import Summary
 from rssprobe.cli import main
 from rssprobe.config import knownmodels, modelshape, scenario, sizes
+from rssprobe.config.runoptions import RunOptions
 from rssprobe.errors import UserError
 from rssprobe.store.rundir import RunDir
 from rssprobe.workflows import estimate as workflow_estimate
@@ -378,7 +379,7 @@ def test_calibration_steps_are_in_the_cache_key_and_in_its_runs() -> None:
     def plan(**kw: Any) -> workflow_estimate.Plan:
         return workflow_estimate.calibration_plan(workflow_estimate.Request("tiny", **kw), scen, 1)
 
-    own, fixed = plan(), plan(malloc_env={"MALLOC_MMAP_THRESHOLD_": "65536"})
+    own, fixed = plan(), plan(options=RunOptions(malloc_env={"MALLOC_MMAP_THRESHOLD_": "65536"}, repeat=None))
     assert (own.steps, own.repeat, own.ranks, fixed.repeat) == (12, 3, 1, 1) and own.spec.steps == 12
     z3 = workflow_estimate.calibration_plan(workflow_estimate.Request("llama-small-zero3"),
                                             scenario.load("llama-small-zero3"), 4)

@@ -240,3 +240,38 @@ def test_commands_reach_the_library_through_its_doors_only() -> None:
     offenders = [f"{a} -> {b}" for a, targets in sorted(g.items()) if room(a) == "commands" for b in sorted(targets)
                  if not any(b == door or b.startswith(door + ".") for door in COMMAND_DOORS)]
     assert offenders == []
+
+
+def test_every_request_that_runs_something_carries_the_one_run_options_bundle() -> None:
+    """Patches, diffs, allocator, glibc knobs, repeat, environment and python are declared once (RunOptions) and
+    carried whole: no request that runs something declares one of them again beside it (matrix keeps `patches` as
+    an axis: its cells' patch sets, not options applied to every run), and each has the bundle."""
+    import dataclasses
+
+    from rssprobe.campaign.bisect.start import BisectRequest
+    from rssprobe.campaign.matrix import MatrixRequest
+    from rssprobe.config.runoptions import RunOptions
+    from rssprobe.run.group import Start
+    from rssprobe.workflows.estimate import Request
+    from rssprobe.workflows.gate import GateRequest
+
+    bundled = {f.name for f in dataclasses.fields(RunOptions)}
+    axes = {MatrixRequest: {"patches"}}
+    for request in (Start, Request, GateRequest, MatrixRequest, BisectRequest):
+        own = {f.name: f for f in dataclasses.fields(request)}
+        assert own["options"].type in ("RunOptions", RunOptions), request.__name__
+        assert bundled & set(own) - axes.get(request, set()) == set(), request.__name__
+
+
+def test_the_command_lines_run_options_are_checked_once_into_the_bundle() -> None:
+    from rssprobe.commands.common_args import run_options
+    from rssprobe.config.runoptions import RunOptions
+    from rssprobe.errors import UserError
+
+    got = run_options(patches=("pr8132",), malloc_env=("MALLOC_ARENA_MAX=2",), repeat=3, python="/p/python")
+    assert got == RunOptions(patches=("pr8132",), malloc_env={"MALLOC_ARENA_MAX": "2"}, repeat=3, python="/p/python")
+    assert run_options(malloc_default={"MALLOC_MMAP_THRESHOLD_": "65536"}).malloc_env == \
+        {"MALLOC_MMAP_THRESHOLD_": "65536"}
+    for bad in ("MALLOC_ARENA_MAX=two", "LD_PRELOAD=x", "MALLOC_ARENA_MAX"):
+        with pytest.raises(UserError, match="--malloc-env"):
+            run_options(malloc_env=(bad,))

@@ -26,6 +26,7 @@ from ..analysis.compare import Side
 from ..analysis.results import MatrixListing, MatrixTable
 from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
+from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
@@ -143,13 +144,12 @@ class MatrixRequest:
     accelerate: list[str] = field(default_factory=list)
     patches: list[str] = field(default_factory=list)
     allocators: list[str] = field(default_factory=list)
-    repeat: int = 3
+    # repeat, the worker's python and glibc knobs of every cell (patches and allocators are the axes above)
+    options: RunOptions = field(default_factory=lambda: RunOptions(repeat=3, malloc_env=dict(STEADY_MALLOC_ENV)))
     out: Path | None = None
     dry_run: bool = False
     retry_failed: bool = False
     fresh: bool = False
-    python: str | None = None
-    malloc_env: dict[str, str] = field(default_factory=lambda: dict(STEADY_MALLOC_ENV))
     pip: tuple[str, ...] = ()
     shard: str | None = None
 
@@ -198,7 +198,7 @@ def run(m: MatrixRequest) -> Outcome:
         envs.check_versions(f"--{name}", given)
         for value in given:
             envs.library_requirement(name, value)  # a clone that is not there: refused before any run
-    if m.python and (axes["torch"] or axes["deepspeed"] or any(libraries.values())):
+    if m.options.python and (axes["torch"] or axes["deepspeed"] or any(libraries.values())):
         raise UserError("--python fixes torch and DeepSpeed for every cell; drop --torch/--deepspeed or --python")
     if any(libraries.values()) and not (axes["torch"] or axes["deepspeed"]):  # a library axis needs an env
         axes["torch"] = [host.package_version("torch") or "?"]
@@ -209,20 +209,20 @@ def run(m: MatrixRequest) -> Outcome:
     if unknown:
         raise UserError(f"--allocator {unknown[0]}: unknown allocator (known: {', '.join(ALLOCATORS)})")
     specs = patch_specs(scen, axes["patch"])
-    worker_python = envs.resolve_python(None, m.python)[0] if m.python else None
+    worker_python = envs.resolve_python(None, m.options.python)[0] if m.options.python else None
     # once, before any cell (a cell of another torch is asked again when it starts)
     preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(axes["torch"]) or [None], worker_python)
-    definition = {**spec.identity(), "repeat": m.repeat, "python": worker_python, **axes,
+    definition = {**spec.identity(), "repeat": m.options.repeat, "python": worker_python, **axes,
                   **{name: given for name, given in libraries.items() if given},
-                  **({"malloc_env": m.malloc_env} if m.malloc_env else {})}
+                  **({"malloc_env": m.options.malloc_env} if m.options.malloc_env else {})}
     directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
     all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"],
                       libraries["transformers"], libraries["accelerate"])
     if m.dry_run:
-        return Outcome("matrix-list", _listing(all_cells, directory, m.repeat, shard))
+        return Outcome("matrix-list", _listing(all_cells, directory, m.options.repeat, shard))
     c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
-    if m.malloc_env:
-        say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.malloc_env.items())
+    if m.options.malloc_env:
+        say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.options.malloc_env.items())
             + " (--malloc-env overrides)")
     c.set_entries([{"id": cell.id, **asdict(cell), "status": Status.PENDING} for cell in all_cells])
     c.index["command"] = list(sys.argv)
@@ -239,14 +239,15 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
         def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             worker, env_name = (python, None) if python else envs.for_versions(
                 cell.torch, cell.deepspeed, m.pip, say, cell.extras(host.package_version("accelerate")))
-            argv = rerun_argv(spec, specs[cell.patch], m.repeat, group_dir, env_name, worker, cell.allocator,
-                              m.malloc_env)
+            argv = rerun_argv(spec, specs[cell.patch], m.options.repeat, group_dir, env_name, worker, cell.allocator,
+                              m.options.malloc_env)
             return launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
-                                     patches=specs[cell.patch], allocator=cell.allocator, malloc_env=m.malloc_env,
+                                     patches=specs[cell.patch], allocator=cell.allocator,
+                                     malloc_env=dict(m.options.malloc_env),
                                      out=group_dir, python=worker, command=argv), {"env": env_name, "python": worker}
         return request
 
-    return c.run_cells([engine.Cell(cell.id, m.repeat, f"cell {cell.id}", start(cell)) for cell in all_cells],
+    return c.run_cells([engine.Cell(cell.id, m.options.repeat, f"cell {cell.id}", start(cell)) for cell in all_cells],
                        "matrix", m.retry_failed)
 
 

@@ -69,9 +69,10 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
         spec=spec, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
         transformers=common_args.split(tf_list), accelerate=common_args.split(acc_list),
         components=components, deepspeed_src=deepspeed_src, good=good, bad=bad, limits=limits, limit=limit,
-        metric=metric, direction=direction, repeat=repeat, retries=retries, threshold=threshold, alpha=alpha,
+        metric=metric, direction=direction, retries=retries, threshold=threshold, alpha=alpha,
         out=out, fresh=fresh, keep_envs=keep_envs,
-        env_ref=env_ref, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
+        options=common_args.run_options(malloc_env=malloc_env, malloc_default=STEADY_MALLOC_ENV, repeat=repeat,
+                                        env_ref=env_ref, python=python),
         pip=common_args.pip_options(find_links, index_url)))
     show.bisect(outcome.data, fmt)
     sys.exit(outcome.exit_code)

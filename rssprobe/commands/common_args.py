@@ -16,6 +16,7 @@ import click
 from ..analysis import stats
 from ..config import sizes
 from ..config.allocators import ALLOCATORS
+from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..config.script import split_command
 from ..contract import STEADY_MALLOC_ENV
@@ -189,7 +190,17 @@ def pairs(values: tuple[str, ...], flag: str) -> dict[str, str]:
     return out
 
 
-def malloc_env(values: tuple[str, ...], default: dict[str, str] | None = None) -> dict[str, str]:
+def run_options(*, patches: tuple[str, ...] = (), patch_files: tuple[Path, ...] = (), allocator: str = "glibc",
+                malloc_env: tuple[str, ...] = (), malloc_default: dict[str, str] | None = None,
+                repeat: int | None = 1, env_ref: str | None = None, python: str | None = None) -> RunOptions:
+    """The run options as the command line gave them, in the one bundle every request carries (the glibc knobs
+    checked here: a bad one is one line before anything runs)."""
+    return RunOptions(patches=tuple(patches), patch_files=tuple(patch_files), allocator=allocator,
+                      malloc_env=_knobs(malloc_env, malloc_default), repeat=repeat, env_ref=env_ref,
+                      python=python)
+
+
+def _knobs(values: tuple[str, ...], default: dict[str, str] | None = None) -> dict[str, str]:
     """--malloc-env NAME=VALUE pairs (glibc MALLOC_* knobs only); `default` when none is given."""
     env = pairs(values, "--malloc-env")
     bad = [k for k in env if not k.startswith("MALLOC_")]

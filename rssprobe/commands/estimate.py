@@ -78,8 +78,9 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
         scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=list(overrides), steps=steps,
         params=params, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
         accelerator=accelerator, stage=stage, offload_param=offload_param, node_ram=node_ram,
-        calibration=calibration, calibrate=calibrate, fresh=fresh, allocator=allocator,
-        malloc_env=common_args.malloc_env(malloc_env), patches=list(patches), torch_alloc_conf=torch_alloc_conf,
-        repeat=repeat, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
-        calibration_params=calibration_params, env_ref=env_ref, python=python, argv=list(sys.argv)))
+        calibration=calibration, calibrate=calibrate, fresh=fresh,
+        options=common_args.run_options(patches=patches, allocator=allocator, malloc_env=malloc_env, repeat=repeat,
+                                        env_ref=env_ref, python=python),
+        torch_alloc_conf=torch_alloc_conf, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
+        calibration_params=calibration_params, argv=list(sys.argv)))
     estimateviews.show(data, fmt)

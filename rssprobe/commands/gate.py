@@ -67,8 +67,8 @@ def command(args: tuple[str, ...], script: Path | None, scenario_opt: str | None
         raise UserError(f"gate: two scenarios given ({spec.ref}, {scenario_opt})")
     result = gate.gate(gate.GateRequest(
         spec=spec, reference=reference, candidate=candidate, run=do_run,
-        limits=limits, repeat=repeat, patched=patched, patches=list(patches), patch_files=list(patch_files),
-        malloc_env=common_args.malloc_env(malloc_env), metrics=metrics,
+        limits=limits, patched=patched, metrics=metrics,
+        options=common_args.run_options(patches=patches, patch_files=patch_files, malloc_env=malloc_env, repeat=repeat),
         threshold=threshold, alpha=alpha, junit_file=junit_file, force=force,
         allow_different_scripts=allow_different_scripts, allow_undecided=allow_undecided))
     summary = published.show(result.kind, result.data, fmt, show_all)

@@ -79,8 +79,9 @@ def command(args: tuple[str, ...], script: Path | None, plan_file: Path | None, 
             spec=spec,
             torch=list(torch_versions), deepspeed=list(ds_versions), transformers=list(tf_versions),
             accelerate=list(acc_versions), patches=list(patches),
-            allocators=list(allocators), repeat=repeat, out=out, dry_run=dry_run, retry_failed=retry_failed,
-            fresh=fresh, python=python, malloc_env=common_args.malloc_env(malloc_env, STEADY_MALLOC_ENV),
+            allocators=list(allocators), out=out, dry_run=dry_run, retry_failed=retry_failed, fresh=fresh,
+            options=common_args.run_options(malloc_env=malloc_env, malloc_default=STEADY_MALLOC_ENV, repeat=repeat,
+                                            python=python),
             pip=common_args.pip_options(find_links, index_url), shard=shard))
     show.view(outcome.kind, outcome.data, fmt)
     sys.exit(outcome.exit_code)

@@ -34,10 +34,10 @@ def command(args: tuple[str, ...], script: Path | None, steps: int | None, overr
     spec = common_args.scenario_spec(args, script, overrides, launcher=True, steps=steps, world_size=world_size,
                                      trim_at_end=trim_at_end, torch_alloc_conf=torch_alloc_conf)
     assert spec is not None
-    started = run.start(run.Start(
-        spec=spec, out=out, baseline=baseline, patched=patched, patches=list(patches),
-        patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        label=label, memray=use_memray, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)))
+    options = common_args.run_options(patches=patches, patch_files=patch_files, allocator=allocator,
+                                      malloc_env=malloc_env, repeat=repeat, env_ref=env_ref, python=python)
+    started = run.start(run.Start(spec=spec, options=options, out=out, baseline=baseline, patched=patched,
+                                  label=label, memray=use_memray, argv=list(sys.argv)))
     show.view(started.view.kind, started.view.data, "terminal", log_tail=started.view.log_tail)
     click.echo(f"{started.view.kind} directory: {started.found.path}", err=True)
     sys.exit(started.exit_code)

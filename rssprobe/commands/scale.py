@@ -51,10 +51,10 @@ def command(args: tuple[str, ...], script: Path | None, params_text: str | None,
         raise UserError("scale: give --params N,N,... (a scenario's sizes) or, for a script, --size-arg NAME=V,V,... "
                         "(its own size option); one of them")
     sizes = scale.SizeArg.parse(size_arg) if size_arg is not None else scale.parse_sizes(params_text or "")
-    outcome = scale.sweep(sizes, Start(
-        spec=spec, baseline=baseline, patched=patched, patches=list(patches),
-        patch_files=list(patch_files), allocator=allocator, malloc_env=common_args.malloc_env(malloc_env),
-        label=label, repeat=repeat, env_ref=env_ref, python=python, argv=list(sys.argv)), out, fresh, shard)
+    options = common_args.run_options(patches=patches, patch_files=patch_files, allocator=allocator,
+                                      malloc_env=malloc_env, repeat=repeat, env_ref=env_ref, python=python)
+    outcome = scale.sweep(sizes, Start(spec=spec, options=options, baseline=baseline, patched=patched, label=label,
+                                       argv=list(sys.argv)), out, fresh, shard)
     show.scale(outcome.data, fmt)
     if trim_at_end:  # said once the sweep is done, so that no note stands before an error
         say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import overlay, patchsets
+from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
@@ -97,38 +98,38 @@ def rerun_argv(spec: ScenarioSpec, patches: list[str], repeat: int, out: Path, e
 
 @dataclass
 class Start:
-    """What `rssprobe run` (and `scale`, per size) was asked for."""
+    """What `rssprobe run` (and `scale`, per size) was asked for: the scenario, the bundle of run options, and
+    what only a run has (its directory, label, patch-set switches, memray, the command line)."""
 
     spec: ScenarioSpec
+    options: RunOptions = field(default_factory=RunOptions)
     out: Path | None = None
     baseline: bool = False
     patched: bool = False
-    patches: list[str] = field(default_factory=list)
-    patch_files: list[Path] = field(default_factory=list)
-    allocator: str = "glibc"
-    malloc_env: dict[str, str] = field(default_factory=dict)
     label: str | None = None
     memray: bool = False
-    repeat: int = 1
-    env_ref: str | None = None
-    python: str | None = None
     argv: list[str] = field(default_factory=list)
+
+    @property
+    def repeat(self) -> int:
+        return self.options.repeat or 1
 
 
 def build_request(s: Start) -> launch.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
     scen = s.spec.load()
     preflight.check_machine(scen, s.out or runs_root())
-    patch_label, specs = patchsets.resolve(scen, s.baseline, s.patched, s.patches)
-    overlay.read_diffs(s.patch_files)  # a diff that cannot be used fails before a run directory exists
-    if s.patch_files:
+    o = s.options
+    patch_label, specs = patchsets.resolve(scen, s.baseline, s.patched, list(o.patches))
+    overlay.read_diffs(list(o.patch_files))  # a diff that cannot be used fails before a run directory exists
+    if o.patch_files:
         if s.baseline:
             raise UserError("--baseline applies nothing; it cannot be combined with --patch-file")
-        names = "+".join(p.stem for p in s.patch_files)
+        names = "+".join(p.stem for p in o.patch_files)
         patch_label = names if patch_label == patchsets.BASELINE else f"{patch_label}+{names}"
-    worker_python, env_name = envs.resolve_python(s.env_ref, s.python, log=say)
+    worker_python, env_name = envs.resolve_python(o.env_ref, o.python, log=say)
     preflight.check_alloc_conf(scen.torch_alloc_conf, worker_python)  # before a directory (run, scale) is written
     argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
     return launch.RunRequest(scenario=scen, scenario_ref=s.spec.ref, label=s.label or patch_label,
-                             patches=specs, allocator=s.allocator, malloc_env=s.malloc_env, out=s.out,
-                             patch_files=s.patch_files, memray=s.memray, python=worker_python, command=argv)
+                             patches=specs, allocator=o.allocator, malloc_env=dict(o.malloc_env), out=s.out,
+                             patch_files=list(o.patch_files), memray=s.memray, python=worker_python, command=argv)

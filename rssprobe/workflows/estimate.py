@@ -38,6 +38,7 @@ from ..analysis.results import Estimate
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import engine, scale
 from ..config import hfconfig, knownmodels, modelshape, patchsets, scenario, torch_alloc_conf
+from ..config.runoptions import RunOptions
 from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import format_count
@@ -98,16 +99,12 @@ class Request:
     calibration: Path | None = None
     calibrate: bool = False
     fresh: bool = False
-    allocator: str = "glibc"
-    malloc_env: dict[str, str] = field(default_factory=dict)
-    patches: list[str] = field(default_factory=list)
+    # the calibration's runs: patches, allocator, glibc knobs, environment; repeat None: by the glibc in use
+    options: RunOptions = field(default_factory=lambda: RunOptions(repeat=None))
     torch_alloc_conf: str | None = None
-    repeat: int | None = None
     calibration_ranks: int | None = None
     calibration_steps: int | None = None
     calibration_params: list[float] | None = None
-    env_ref: str | None = None
-    python: str | None = None
     argv: list[str] = field(default_factory=list)
 
 
@@ -247,8 +244,9 @@ class Plan:
 def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
     """The calibration this target gets on this machine: its own scenario's shape at small sizes, or its kind's
     packaged proxy when even one layer is too large; runs, ranks and steps as the module says."""
-    glibc_own = req.allocator == "glibc" and "MALLOC_MMAP_THRESHOLD_" not in req.malloc_env
-    repeat = req.repeat or (REPEAT_GLIBC if glibc_own else REPEAT_STEADY)
+    o = req.options
+    glibc_own = o.allocator == "glibc" and "MALLOC_MMAP_THRESHOLD_" not in o.malloc_env
+    repeat = o.repeat or (REPEAT_GLIBC if glibc_own else REPEAT_STEADY)
     # a process among several has costs a lone one lacks (and ZeRO-3 its gathers): a target of several ranks is
     # calibrated at 2 (held out, 2 ranks: -8.1% on the node's steady RSS from one rank, +0.8% from two;
     # reports/estimate.md)
@@ -273,7 +271,8 @@ def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
 def calibration_key(req: Request, plan: Plan, info: contract.DeepSpeedInfo, python: str,
                     patches: list[str]) -> dict[str, Any]:
     return {"torch": info["torch"], "deepspeed": info["deepspeed"], "python": python,
-            "scenario": _shape_key(plan.scen), "allocator": req.allocator, "malloc_env": req.malloc_env,
+            "scenario": _shape_key(plan.scen), "allocator": req.options.allocator,
+            "malloc_env": req.options.malloc_env,
             "patches": patches, "repeat": plan.repeat, **({"ranks": plan.ranks} if plan.ranks != 1 else {}),
             "sizes": [int(s) for s in plan.sizes], "steps": plan.steps}
 
@@ -325,10 +324,9 @@ def calibrate(req: Request, plan: Plan, key: dict[str, Any], patches: list[str])
                                                     "created": now_iso()})
         say(f"calibrating {plan.scen.name} on this machine: {len(plan.sizes)} sizes x {plan.repeat} run(s), "
             f"{plan.steps} steps each, {plan.ranks} rank(s), into {directory}")
-        outcome = scale.sweep(plan.sizes, Start(
-            spec=plan.spec, patches=patches, allocator=req.allocator,
-            malloc_env=req.malloc_env, repeat=plan.repeat, env_ref=req.env_ref, python=req.python,
-            argv=req.argv), directory, req.fresh)
+        options = dataclasses.replace(req.options, patches=tuple(patches), repeat=plan.repeat)
+        outcome = scale.sweep(plan.sizes, Start(spec=plan.spec, options=options, argv=req.argv), directory,
+                              req.fresh)
         if outcome.exit_code == contract.EXIT_INTERRUPTED:
             raise Stopped(f"calibration interrupted; rerun to resume it ({directory})", outcome.exit_code)
         if outcome.exit_code:
@@ -352,8 +350,8 @@ def _describe_target(scen: Scenario, shape: modelshape.Shape, zero: partition.Ze
             "steps": scen.steps, "ranks_per_node": q.ranks, "nodes": req.nodes, "world_size": zero.world,
             "accelerator": q.accelerator,
             "pin_memory": {"offload_optimizer": zero.pin_optimizer, "offload_param": zero.pin_param},
-            "pinned_via": "pin.register (exact size)" if PIN_REGISTER in req.patches else "torch's caching host "
-            "allocator", "torch_alloc_conf": req.torch_alloc_conf}
+            "pinned_via": "pin.register (exact size)" if PIN_REGISTER in req.options.patches else
+            "torch's caching host allocator", "torch_alloc_conf": req.torch_alloc_conf}
 
 
 def _terms(cal: calib.Calibration, rule: Rule, req: Request, q: Question, info: contract.DeepSpeedInfo
@@ -368,12 +366,12 @@ def _terms(cal: calib.Calibration, rule: Rule, req: Request, q: Question, info: 
     predicted = {"roles": f"DeepSpeed's partitioning of the target's exact tensors (analysis/partition.py, as in "
                           f"DeepSpeed {info['deepspeed']}), checked against the calibration's census and partition",
                  "deepspeed_estimate": f"DeepSpeed {info['deepspeed']}'s {info['estimator']}"}
+    register = PIN_REGISTER in req.options.patches
     if q.accelerator == "cuda":
         predicted["pinned_slack"] = (f"torch {rule.torch}'s caching host allocator rule (analysis/pinrule.py) over "
                                      "DeepSpeed's pin requests at their exact sizes"
-                                     + (", pinned at their own size (pin.register)" if PIN_REGISTER in req.patches
-                                        else "") + (f", alloc conf {req.torch_alloc_conf}"
-                                                    if req.torch_alloc_conf else ""))
+                                     + (", pinned at their own size (pin.register)" if register else "")
+                                     + (f", alloc conf {req.torch_alloc_conf}" if req.torch_alloc_conf else ""))
         for term in measured:
             measured[term] += " (on a GPU machine: figures for CUDA are predicted from it)"
     else:
@@ -429,8 +427,9 @@ def run(req: Request) -> Estimate:
         and req.hf_config is None else None
     scen, shape, origin = target_scenario(req, read)
     ranks = q.ranks
-    patchsets.resolve(scen, False, False, req.patches)  # an unknown intervention is refused as `run` refuses it
-    patches = [p for p in req.patches if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
+    asked = list(req.options.patches)
+    patchsets.resolve(scen, False, False, asked)  # an unknown intervention is refused as `run` refuses it
+    patches = [p for p in asked if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
     why = partition.refusal(shape, partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision],
                                                      ranks * req.nodes, q.accelerator, {}))
     if why:  # the world size alone decides it: refused before DeepSpeed is even asked
@@ -441,7 +440,7 @@ def run(req: Request) -> Estimate:
         except ValueError as e:
             raise UserError(f"--torch-alloc-conf {req.torch_alloc_conf}: {e}") from None
     made_here = {"--calibration-steps": req.calibration_steps, "--calibration-ranks": req.calibration_ranks,
-                 "--repeat": req.repeat, "--calibration-params": req.calibration_params}
+                 "--repeat": req.options.repeat, "--calibration-params": req.calibration_params}
     given = [flag for flag, value in made_here.items() if value is not None]
     cal_ref = req.calibration
     if cal_ref is None and q.accelerator == "cuda":
@@ -461,7 +460,7 @@ def run(req: Request) -> Estimate:
     else:  # the calibration's runs are checked (steps against the time-out, the machine) before anything
         plan = calibration_plan(req, scen, ranks)
         scale.size_scenarios(plan.spec, plan.sizes, read if plan.proxy is None else None)
-    python, _env = resolve_python(req.env_ref, req.python, log=say)
+    python, _env = resolve_python(req.options.env_ref, req.options.python, log=say)
     preflight.check_alloc_conf(req.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
                                "nodes": req.nodes, "stage": scen.zero.stage,
@@ -473,7 +472,7 @@ def run(req: Request) -> Estimate:
     cal = calib.load(directory, defaults)
     rule = _rule(cal.versions.get("torch"), req.torch_alloc_conf)
     target = arithmetic.Target(shape, zero, ranks, req.nodes, rule,
-                               "register" if PIN_REGISTER in req.patches else "torch", scen.steps)
+                               "register" if PIN_REGISTER in asked else "torch", scen.steps)
     out = arithmetic.estimate(target, cal)
     measured, predicted = _terms(cal, rule, req, q, info)
     notes = list(out.pop("notes"))

@@ -18,6 +18,7 @@ from ..analysis.compare import Side, check_limits, check_metrics, compare
 from ..analysis.metrics import GATED
 from ..config import overlay, patchsets, scenario
 from ..config.limits import load_limits
+from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..errors import UserError
 from ..run import group as groups
@@ -32,11 +33,8 @@ class GateRequest:
     candidate: str | None = None
     run: bool = False
     limits: Path | None = None
-    repeat: int = 3
+    options: RunOptions = field(default_factory=lambda: RunOptions(repeat=3))  # the runs of --run and --limits
     patched: bool = False
-    patches: list[str] = field(default_factory=list)
-    patch_files: list[Path] = field(default_factory=list)
-    malloc_env: dict[str, str] = field(default_factory=dict)
     metrics: tuple[str, ...] = ()
     threshold: float = stats.THRESHOLD
     alpha: float = stats.ALPHA
@@ -44,6 +42,10 @@ class GateRequest:
     force: bool = False
     allow_different_scripts: bool = False
     allow_undecided: bool = False  # run even when the repeat count can never reach significance at alpha
+
+    @property
+    def repeat(self) -> int:
+        return self.options.repeat or 1
 
 
 @dataclass
@@ -63,7 +65,8 @@ class GateResult:
 def _group(g: GateRequest, scen: scenario.Scenario, ref: str, label: str, specs: list[str],
            patch_files: list[Path] | None = None) -> Side:
     req = launch.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs,
-                            malloc_env=g.malloc_env, patch_files=list(patch_files or []))
+                            allocator=g.options.allocator, malloc_env=dict(g.options.malloc_env),
+                            patch_files=list(patch_files or []))
     group, _statuses = groups.run_group(req, g.repeat)
     return Side.load(str(group.path))
 
@@ -85,9 +88,10 @@ def _against_limits(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
         scen = spec.load()
         for metric in ceilings:  # before minutes of training, not after
             metrics.check(f"{g.limits}:", metric, scen)
-        label, specs = patchsets.resolve(scen, not (g.patched or g.patches), g.patched, g.patches)
-        _preflight(scen, specs, g.patch_files)
-        side = _group(g, scen, spec.ref, label, specs, g.patch_files)
+        asked, files = list(g.options.patches), list(g.options.patch_files)
+        label, specs = patchsets.resolve(scen, not (g.patched or asked), g.patched, asked)
+        _preflight(scen, specs, files)
+        side = _group(g, scen, spec.ref, label, specs, files)
     else:
         raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
     verdict, checks, problems = check_limits(side, ceilings)
@@ -121,14 +125,16 @@ def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
         scen = spec.load()
         for pattern in g.metrics:  # before minutes of training, not after
             metrics.check("--metric", pattern, scen)
-        use_set = g.patched or not (g.patches or g.patch_files)  # default candidate: the scenario's patch set
-        label, specs = patchsets.resolve(scen, False, use_set, g.patches)
-        if g.patch_files:
-            label = "+".join([*([label] if specs else []), *(p.stem for p in g.patch_files)])
-        _preflight(scen, specs, g.patch_files)  # both sides, before the baseline runs for minutes
+        asked, diffs = list(g.options.patches), list(g.options.patch_files)
+        use_set = g.patched or not (asked or diffs)  # default candidate: the scenario's patch set
+        label, specs = patchsets.resolve(scen, False, use_set, asked)
+        if diffs:
+            label = "+".join([*([label] if specs else []), *(p.stem for p in diffs)])
+        _preflight(scen, specs, diffs)  # both sides, before the baseline runs for minutes
         reqs = [launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=name, patches=patches,
-                                  malloc_env=g.malloc_env, patch_files=files)
-                for name, patches, files in ((patchsets.BASELINE, [], []), (label, specs, list(g.patch_files)))]
+                                  allocator=g.options.allocator, malloc_env=dict(g.options.malloc_env),
+                                  patch_files=files)
+                for name, patches, files in ((patchsets.BASELINE, [], []), (label, specs, diffs))]
         # measured alternately, run by run: drift of the machine must not pass for a difference
         (base, _), (cand, _) = groups.run_groups(reqs, g.repeat)
         a, b = Side.load(str(base.path)), Side.load(str(cand.path))
@@ -175,7 +181,7 @@ def check_decidable(repeat: int, alpha: float) -> None:
 
 def note_inputs(g: GateRequest) -> None:
     """What the gate reads, named before anything is written (store/outputs.py: nothing lands over or in them)."""
-    for given in (g.reference, g.candidate, g.spec.ref if g.spec else None, g.limits, *g.patch_files):
+    for given in (g.reference, g.candidate, g.spec.ref if g.spec else None, g.limits, *g.options.patch_files):
         if given is not None and os.path.exists(given):
             outputs.note(given)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ...analysis import metrics, stats
 from ...config.limits import load_limits
+from ...config.runoptions import RunOptions
 from ...config.scenariospec import ScenarioSpec
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
@@ -36,16 +37,14 @@ class BisectRequest:
     limit: float | None = None
     metric: str = DEFAULT_METRIC
     direction: str = "up"  # up, down, or auto (the bad endpoint says)
-    repeat: int = 3
     retries: int = 3
     threshold: float = stats.THRESHOLD
     alpha: float = stats.ALPHA
     out: Path | None = None
     fresh: bool = False
     keep_envs: bool = False
-    env_ref: str | None = None
-    python: str | None = None
-    malloc_env: dict[str, str] = field(default_factory=lambda: dict(STEADY_MALLOC_ENV))
+    # repeat, environment or python (a components bisect) and glibc knobs of every round
+    options: RunOptions = field(default_factory=lambda: RunOptions(repeat=3, malloc_env=dict(STEADY_MALLOC_ENV)))
     pip: tuple[str, ...] = ()
 
 
@@ -58,7 +57,7 @@ def bisect(b: BisectRequest) -> Outcome:
     ds, torch = b.deepspeed, b.torch
     envs.check_versions("--deepspeed", ds)
     envs.check_versions("--torch", torch)
-    preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(torch) or [None], b.python)
+    preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(torch) or [None], b.options.python)
     if b.components is not None:
         components(b.components)  # an empty or unknown set fails before any note or run
     if b.limits is not None:  # read now, not by the first step's gate after minutes of runs
@@ -71,7 +70,8 @@ def bisect(b: BisectRequest) -> Outcome:
             metrics.check(f"{b.limits}:", name, scen)
 
     def runner(root: Path) -> Runner:
-        return Runner(root, scen, b.spec, b.repeat, b.metric, b.threshold, b.alpha, b.malloc_env,
+        return Runner(root, scen, b.spec, b.options.repeat or 1, b.metric, b.threshold, b.alpha,
+                      dict(b.options.malloc_env),
                       None if b.direction == "auto" else "down" if b.direction == "down" else "up")
 
     if b.deepspeed_src is not None:
@@ -86,7 +86,7 @@ def bisect(b: BisectRequest) -> Outcome:
         return bisect_commits(r, src, good_c, bad_c, torch[0] if torch else None, b.limits, b.limit, b.keep_envs,
                               b.pip)
     if b.components:
-        worker = envs.resolve_python(b.env_ref, b.python, b.pip, say)
+        worker = envs.resolve_python(b.options.env_ref, b.options.python, b.pip, say)
         name = f"{layout.slug(scen.name, 60)}-components-{layout.slug(b.components, 60)}"
         r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "components", "components": b.components, "python": worker[0]}, b.fresh)
@@ -100,7 +100,7 @@ def bisect(b: BisectRequest) -> Outcome:
     if lists:
         if len(lists) > 1:
             raise UserError(f"bisect one axis at a time: a list for one of --{', --'.join(lists)}, not several")
-        if b.env_ref or b.python:
+        if b.options.env_ref or b.options.python:
             raise UserError("--env/--python fix the versions; a version bisect builds one env per version")
         axis = lists[0]
         values = {"deepspeed": ds, "torch": torch, **libraries}[axis]
