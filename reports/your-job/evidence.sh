@@ -108,6 +108,10 @@ num_attention_heads=4,num_key_value_heads=2,vocab_size=4096,max_position_embeddi
       --output_dir "$OUT/clm-out/z2-2r"
   run clm-z2-torchrun -- torchrun --nproc-per-node 2 --master-port 29634 "$CLM" "${CLM_ARGS[@]}" \
       --deepspeed "$I/ds_zero2.json" --output_dir "$OUT/clm-out/z2-torchrun"
+  run clm-z2-deepspeed -- deepspeed --num_gpus 2 --master_port 29638 "$CLM" "${CLM_ARGS[@]}" \
+      --deepspeed "$I/ds_zero2.json" --output_dir "$OUT/clm-out/z2-deepspeed"
+  run clm-z2-accelerate -- accelerate launch --multi_gpu --num_processes 2 --main_process_port 29639 "$CLM" \
+      "${CLM_ARGS[@]}" --deepspeed "$I/ds_zero2.json" --output_dir "$OUT/clm-out/z2-accelerate"
   # the same ZeRO-3 run under the code before issue 31's fixes (2f7e902), from a worktree of this repository
   BEFORE=$OUT/before-src
   [[ -d $BEFORE ]] || git -C "$ROOT" worktree add --detach "$BEFORE" 2f7e902 > /dev/null

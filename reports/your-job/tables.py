@@ -220,7 +220,8 @@ def _bisect(root: Path) -> list[str]:
 
 CLM = (("clm-z2", "after", "2", "1", "rssprobe"), ("clm-z3", "after", "3", "1", "rssprobe"),
        ("clm-z3-before", "before (2f7e902)", "3", "1", "rssprobe"), ("clm-z3-ga2", "after", "3", "1", "rssprobe"),
-       ("clm-z2-2r", "after", "2", "2", "rssprobe"), ("clm-z2-torchrun", "after", "2", "2", "torchrun"))
+       ("clm-z2-2r", "after", "2", "2", "rssprobe"), ("clm-z2-torchrun", "after", "2", "2", "torchrun"),
+       ("clm-z2-deepspeed", "after", "2", "2", "deepspeed"), ("clm-z2-accelerate", "after", "2", "2", "accelerate"))
 
 
 def _script_rows(runs: Path, rows: tuple[tuple[str, str, str, str, str], ...]) -> list[str]:
@@ -289,9 +290,11 @@ COMMANDS = ["## How the runs were made", "",
             "version whose `check_min_version` asks 4.57.0.dev0 ran here, under transformers 5.24.0 with `datasets` "
             "5.2.0 and `evaluate` 0.4.6 installed by `pip install datasets evaluate`). DeepSpeedExamples' "
             "`training/HelloDeepSpeed/train_bert_ds.py` is not here either: `HELLO_DS` names a copy (its version of "
-            "commit 45b4b71, 2026-03-29, ran here, with `sh==1.14.2` as its requirements pin it; a third session, "
-            "2026-12-02, made its rows). It loads `wikitext` from the Hub and `roberta-base` by default, which this "
-            "machine cannot reach: the stand-ins above take their names, and nothing in the script changes.", ""]
+            "commit 45b4b71, 2026-03-29, ran here, with `sh==1.14.2` as its requirements pin it). It loads "
+            "`wikitext` from the Hub and `roberta-base` by default, which this machine cannot reach: the stand-ins "
+            "above take their names, and nothing in the script changes. A third session (2026-12-02, later) made "
+            "HelloDeepSpeed's rows and run_clm's under the `deepspeed` and `accelerate` launchers, from a copy of "
+            "the same run_clm.py (its sha256 is the earlier rows' manifests').", ""]
 
 
 def _role_other(run: Path) -> float | None:
@@ -310,14 +313,15 @@ def answer(root: Path) -> list[str]:
         out.append(f"transformers' own `run_clm.py` (HF Trainer, unmodified) at ZeRO-3 read {before:.2f} B/param as "
                    f"`other` after `initialize` under the code before issue 31's fixes and {after:.2f} after them, "
                    "every byte now under its ZeRO role, as the scenario of the same model reads them.")
-    live = {launcher: (s.metrics().get("budget.live") if (s := summary(runs / name)) else None)
-            for name, _code, _stage, ranks, launcher in HDS if ranks == "2"}
-    if all(v is not None for v in live.values()):
-        same = len({round(v, 2) for v in live.values()}) == 1  # type: ignore[arg-type]
-        out.append("DeepSpeedExamples' HelloDeepSpeed (`train_bert_ds.py`, unmodified, ZeRO-1) at 2 ranks under "
-                   + ", ".join(live) + (f": rank 0's live ZeRO buffers read {next(iter(live.values())):.2f} B/param "
-                                        "under every launcher." if same else ": rank 0's live ZeRO buffers read "
-                                        + ", ".join(f"{v:.2f}" for v in live.values()) + " B/param."))
+    for script, rows in (("transformers' `run_clm.py` (ZeRO-2)", CLM),
+                         ("DeepSpeedExamples' HelloDeepSpeed (`train_bert_ds.py`, ZeRO-1)", HDS)):
+        live = {launcher: (s.metrics().get("budget.live") if (s := summary(runs / name)) else None)
+                for name, _code, _stage, ranks, launcher in rows if ranks == "2"}
+        if len(live) > 1 and all(v is not None for v in live.values()):
+            figures = {f"{v:.2f}" for v in live.values()}
+            out.append(f"{script}, unmodified, at 2 ranks under {', '.join(live)}: rank 0's live ZeRO buffers read "
+                       + (f"{figures.pop()} B/param under every launcher." if len(figures) == 1 else
+                          ", ".join(f"{v:.2f}" for v in live.values()) + " B/param."))
     loads = {order: summary(runs / f"load-z3bf-4r-{order}") for order in ("before", "after")}
     if all(loads.values()):
         held = {o: s.load()["figures"] for o, s in loads.items() if s and s.load()}  # type: ignore[union-attr]
