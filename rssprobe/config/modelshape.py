@@ -88,5 +88,7 @@ def recorded(model: dict[str, object], layers: int | None, label: str, groups: o
         return transformers(dict(model["hf"]), label, layers)  # type: ignore[arg-type]
     width, groups = model.get("width"), model.get("param_groups") or 1
     if model.get("kind", "linear") != "linear" or not isinstance(width, int) or not isinstance(layers, int):
-        raise UserError(f"{label}: its model's shape is not recorded (kind {model.get('kind')!r})")
+        raise UserError(f"{label}: its model's shape is not recorded (kind {model.get('kind')!r}"
+                        + (": a script run made before script runs recorded their tensors; rerun it"
+                           if model.get("kind") == "script" else "") + ")")
     return linear(layers, width, int(groups))  # type: ignore[call-overload]
