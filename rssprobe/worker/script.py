@@ -490,14 +490,18 @@ def _unique_params(module: Any) -> int:
 def _shape(engine: Any) -> dict[str, Any]:
     """The model's tensors as DeepSpeed's ZeRO optimizer groups them (what an estimate partitions exactly): the
     trainable parameters of each param group in order (stage 3: trainable_param_groups; stages 1/2:
-    bit16_groups), a ZeRO-3 partitioned one by ds_numel. Empty for an optimizer that keeps neither."""
-    opt = engine.optimizer
-    groups = getattr(opt, "trainable_param_groups", None)
-    groups = [g["params"] for g in groups] if groups else getattr(opt, "bit16_groups", None)
-    if not groups:
+    bit16_groups), a ZeRO-3 partitioned one by ds_numel. Empty for an optimizer that keeps neither, or keeps
+    them otherwise than this DeepSpeed does: the record is for an estimate, never a reason to fail the user's job."""
+    try:
+        opt = engine.optimizer
+        groups = getattr(opt, "trainable_param_groups", None)
+        groups = [g["params"] for g in groups] if groups else getattr(opt, "bit16_groups", None)
+        if not groups:
+            return {}
+        largest = max(sum(_numel(p) for p in m.parameters(recurse=False)) for m in engine.module.modules())
+        return {"shape_groups": [[_numel(p) for p in g] for g in groups], "largest_layer": largest}
+    except (AttributeError, KeyError, TypeError):
         return {}
-    largest = max(sum(_numel(p) for p in m.parameters(recurse=False)) for m in engine.module.modules())
-    return {"shape_groups": [[_numel(p) for p in g] for g in groups], "largest_layer": largest}
 
 
 def _engine_facts(engine: Any, stage: int) -> dict[str, Any]:
