@@ -212,14 +212,14 @@ def run(m: MatrixRequest) -> Outcome:
     worker_python = envs.resolve_python(None, m.options.python)[0] if m.options.python else None
     # once, before any cell (a cell of another torch is asked again when it starts)
     preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(axes["torch"]) or [None], worker_python)
-    definition = {**spec.identity(), "repeat": m.options.repeat, "python": worker_python, **axes,
+    definition = {**spec.identity(), "repeat": m.options.runs, "python": worker_python, **axes,
                   **{name: given for name, given in libraries.items() if given},
                   **({"malloc_env": m.options.malloc_env} if m.options.malloc_env else {})}
     directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
     all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"],
                       libraries["transformers"], libraries["accelerate"])
     if m.dry_run:
-        return Outcome("matrix-list", _listing(all_cells, directory, m.options.repeat, shard))
+        return Outcome("matrix-list", _listing(all_cells, directory, m.options.runs, shard))
     c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
     if m.options.malloc_env:
         say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.options.malloc_env.items())
@@ -239,7 +239,7 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
         def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             worker, env_name = (python, None) if python else envs.for_versions(
                 cell.torch, cell.deepspeed, m.pip, say, cell.extras(host.package_version("accelerate")))
-            argv = rerun_argv(spec, specs[cell.patch], m.options.repeat, group_dir, env_name, worker, cell.allocator,
+            argv = rerun_argv(spec, specs[cell.patch], m.options.runs, group_dir, env_name, worker, cell.allocator,
                               m.options.malloc_env)
             return launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
                                      patches=specs[cell.patch], allocator=cell.allocator,
@@ -247,7 +247,7 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
                                      out=group_dir, python=worker, command=argv), {"env": env_name, "python": worker}
         return request
 
-    return c.run_cells([engine.Cell(cell.id, m.options.repeat, f"cell {cell.id}", start(cell)) for cell in all_cells],
+    return c.run_cells([engine.Cell(cell.id, m.options.runs, f"cell {cell.id}", start(cell)) for cell in all_cells],
                        "matrix", m.retry_failed)
 
 

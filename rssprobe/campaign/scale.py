@@ -171,11 +171,11 @@ def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh
         assert isinstance(sizes, list)
         scens = size_scenarios(s.spec, sizes)
     req = groups.build_request(s)
-    what = definition(req, [] if size_arg else sizes, s.repeat, s.spec)
+    what = definition(req, [] if size_arg else sizes, s.options.runs, s.spec)
     if size_arg is not None:
         what.update(size_arg=[size_arg.flag, list(size_arg.values)])
     directory = out or engine.default_dir(layout.scale_root(), f"{req.scenario.name}-{req.label}", what)
-    interrupted = run(directory, what, req, scens, s.repeat, groups.run_group, fresh, say, shard, size_arg)
+    interrupted = run(directory, what, req, scens, s.options.runs, groups.run_group, fresh, say, shard, size_arg)
     data = Sweep.load(directory).as_dict()
     say(f"scale directory: {directory}")
     lost = [p for p in data["problems"] if not (shard and p == NO_FIT)]  # a shard may hold one size only

@@ -22,3 +22,8 @@ class RunOptions:
     env_ref: str | None = None  # an isolated environment's name or spec
     python: str | None = None  # the worker's interpreter
 
+    @property
+    def runs(self) -> int:
+        """Fresh processes a configuration gets: the repeat, or one where the command chose none."""
+        return self.repeat or 1
+

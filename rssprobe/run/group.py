@@ -110,10 +110,6 @@ class Start:
     memray: bool = False
     argv: list[str] = field(default_factory=list)
 
-    @property
-    def repeat(self) -> int:
-        return self.options.repeat or 1
-
 
 def build_request(s: Start) -> launch.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""

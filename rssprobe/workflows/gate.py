@@ -43,10 +43,6 @@ class GateRequest:
     allow_different_scripts: bool = False
     allow_undecided: bool = False  # run even when the repeat count can never reach significance at alpha
 
-    @property
-    def repeat(self) -> int:
-        return self.options.repeat or 1
-
 
 @dataclass
 class GateResult:
@@ -67,7 +63,7 @@ def _group(g: GateRequest, scen: scenario.Scenario, ref: str, label: str, specs:
     req = launch.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs,
                             allocator=g.options.allocator, malloc_env=dict(g.options.malloc_env),
                             patch_files=list(patch_files or []))
-    group, _statuses = groups.run_group(req, g.repeat)
+    group, _statuses = groups.run_group(req, g.options.runs)
     return Side.load(str(group.path))
 
 
@@ -136,7 +132,7 @@ def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
                                   patch_files=files)
                 for name, patches, files in ((patchsets.BASELINE, [], []), (label, specs, diffs))]
         # measured alternately, run by run: drift of the machine must not pass for a difference
-        (base, _), (cand, _) = groups.run_groups(reqs, g.repeat)
+        (base, _), (cand, _) = groups.run_groups(reqs, g.options.runs)
         a, b = Side.load(str(base.path)), Side.load(str(cand.path))
     else:
         raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
@@ -192,6 +188,6 @@ def gate(g: GateRequest) -> GateResult:
     if g.junit_file is not None:
         check_writable(g.junit_file, "--junit")
     if g.run and g.limits is None and not g.allow_undecided:
-        check_decidable(g.repeat, g.alpha)
+        check_decidable(g.options.runs, g.alpha)
     spec = g.spec.with_(trim_at_end=True) if g.spec else None
     return _against_limits(g, spec) if g.limits is not None else _against_reference(g, spec)

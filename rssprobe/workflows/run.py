@@ -31,11 +31,11 @@ class Started:
 def start(s: Start) -> Started:
     """One run, or a group with repeat > 1."""
     req = build_request(s)
-    if s.repeat == 1:
+    if s.options.runs == 1:
         result = run_one(req)
         note_latest(result.run.path)  # `show latest` finds it wherever --out put it
         return Started(result.run, [result.status], entry(result.run))
-    group, statuses = run_group(req, s.repeat)
+    group, statuses = run_group(req, s.options.runs)
     note_latest(group.path)
     return Started(group, statuses, entry(group))
 

@@ -70,7 +70,7 @@ def bisect(b: BisectRequest) -> Outcome:
             metrics.check(f"{b.limits}:", name, scen)
 
     def runner(root: Path) -> Runner:
-        return Runner(root, scen, b.spec, b.options.repeat or 1, b.metric, b.threshold, b.alpha,
+        return Runner(root, scen, b.spec, b.options.runs, b.metric, b.threshold, b.alpha,
                       dict(b.options.malloc_env),
                       None if b.direction == "auto" else "down" if b.direction == "down" else "up")
 
