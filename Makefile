@@ -118,8 +118,10 @@ REPEAT ?= 3
 gate-check: install
 	$(BIN)/python -m tools.gatecheck --n $(N) --bpp $(BPP) --scenario $(SCENARIO) --glibc $(GLIBC) --repeat $(REPEAT)
 
+# ruff, then mypy over the paths pyproject.toml's [tool.mypy] names (tests/test_types.py runs it in the fast lane)
 lint: install
 	$(BIN)/ruff check rssprobe tests tools
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info

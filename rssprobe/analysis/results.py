@@ -11,7 +11,7 @@ and the site and role lists), not fields.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 
 class RunSummary(TypedDict):
@@ -273,31 +273,66 @@ class Merged(TypedDict):
 
 
 # A bisect's result (campaign/bisect/rounds.py: Runner.report), whatever its mode: the search's log and what it
-# found. `comparison` (the two sides of the change, a Comparison) only when both sides have runs. Written with the
-# functional syntax: under `from __future__ import annotations` Python 3.11 reads a class body's NotRequired as
-# required (the annotation is a string when the class is made).
-_BISECT: dict[str, Any] = {
-    "answer": list[str], "mode": str, "status": str, "metric": str, "direction": str | None,
-    "malloc_env": dict[str, str], "warnings": list[str], "lines": list[str], "reference": str, "threshold": float,
-    "alpha": float, "root": str, "comparison": NotRequired[dict[str, Any]]}
-BisectVersions = TypedDict("BisectVersions", {
-    **_BISECT, "probes": list[dict[str, Any]], "axis": str, "values": list[str], "first_moved": str | None,
-    "last_same": str, "candidates": list[str]})
-BisectComponents = TypedDict("BisectComponents", {
-    **_BISECT, "probes": list[dict[str, Any]], "components": NotRequired[list[str]],  # these three when a
-    "minimal": NotRequired[list[str]], "tests": NotRequired[list[dict[str, Any]]]})  # culprit was found
-BisectCommits = TypedDict("BisectCommits", {
-    **_BISECT, "good": str, "bad": str, "culprit": str | None,
-    "candidates": list[str], "verdicts": list[Any], "commits": list[dict[str, Any]]})
+# found. `comparison` (the two sides of the change, a Comparison) only when both sides have runs. The keys a result
+# may lack are declared in a base of total=False, not with NotRequired: under `from __future__ import annotations`
+# Python 3.11 reads a class body's NotRequired as required (the annotation is a string when the class is made).
+class _Bisect(TypedDict):
+    answer: list[str]
+    mode: str
+    status: str
+    metric: str
+    direction: str | None
+    malloc_env: dict[str, str]
+    warnings: list[str]
+    lines: list[str]
+    reference: str
+    threshold: float
+    alpha: float
+    root: str
 
 
-DECLARED: dict[str, type] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
-                             "comparison": Comparison, "side": SideDescription,
-                             "figure comparison": FigureComparison, "estimate": Estimate,
-                             "matrix": MatrixTable, "plan": PlanTable, "matrix-list": MatrixListing,
-                             "plan-list": PlanListing, "sweep comparison": SweepComparison, "limits": GateLimits,
-                             "merge": Merged, "bisect versions": BisectVersions,
-                             "bisect components": BisectComponents, "bisect commits": BisectCommits}
+class _BisectCompared(TypedDict, total=False):
+    comparison: dict[str, Any]
+
+
+class BisectVersions(_Bisect, _BisectCompared):
+    probes: list[dict[str, Any]]
+    axis: str
+    values: list[str]
+    first_moved: str | None
+    last_same: str
+    candidates: list[str]
+
+
+class _CulpritFound(TypedDict, total=False):
+    """A components bisect's answer when a culprit was found."""
+
+    components: list[str]
+    minimal: list[str]
+    tests: list[dict[str, Any]]
+
+
+class BisectComponents(_Bisect, _BisectCompared, _CulpritFound):
+    probes: list[dict[str, Any]]
+
+
+class BisectCommits(_Bisect, _BisectCompared):
+    good: str
+    bad: str
+    culprit: str | None
+    candidates: list[str]
+    verdicts: list[Any]
+    commits: list[dict[str, Any]]
+
+
+# kind -> its TypedDict (a class; typed Any: mypy has no type for "some TypedDict class")
+DECLARED: dict[str, Any] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
+                            "comparison": Comparison, "side": SideDescription,
+                            "figure comparison": FigureComparison, "estimate": Estimate,
+                            "matrix": MatrixTable, "plan": PlanTable, "matrix-list": MatrixListing,
+                            "plan-list": PlanListing, "sweep comparison": SweepComparison, "limits": GateLimits,
+                            "merge": Merged, "bisect versions": BisectVersions,
+                            "bisect components": BisectComponents, "bisect commits": BisectCommits}
 
 
 def undeclared(kind: str, data: dict[str, Any]) -> tuple[list[str], list[str]]:

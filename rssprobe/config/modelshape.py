@@ -84,8 +84,8 @@ def recorded(model: dict[str, object], layers: int | None, label: str, groups: o
                 and isinstance(largest_layer, int) and largest_layer > 0):
             raise UserError(f"{label}: its model event's shape_groups is not lists of positive tensor sizes")
         return Shape(tuple(tuple(g) for g in groups), largest_layer, layers if isinstance(layers, int) else 0)
-    if model.get("kind", "linear") == "transformers" and isinstance(model.get("hf"), dict) and layers:
-        return transformers(dict(model["hf"]), label, layers)  # type: ignore[arg-type]
+    if model.get("kind", "linear") == "transformers" and isinstance(hf := model.get("hf"), dict) and layers:
+        return transformers(dict(hf), label, layers)
     width, groups = model.get("width"), model.get("param_groups") or 1
     if model.get("kind", "linear") != "linear" or not isinstance(width, int) or not isinstance(layers, int):
         raise UserError(f"{label}: its model's shape is not recorded (kind {model.get('kind')!r}"

@@ -134,8 +134,6 @@ class Interval(Event):
     peak: float
     mallinfo: Mallinfo | None
     sites: Sites
-    time_s: NotRequired[float]
-    entry_rss: NotRequired[float]
     calls: NotRequired[list[dict[str, Any]]]
     effects: NotRequired[dict[str, Any]]
     smaps: NotRequired[dict[str, int] | None]
@@ -144,7 +142,8 @@ class Interval(Event):
 
 
 class Init(Interval):
-    pass
+    time_s: NotRequired[float]
+    entry_rss: NotRequired[float]
 
 
 class Step(Interval):

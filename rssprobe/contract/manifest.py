@@ -64,8 +64,9 @@ class Manifest:
         """A manifest read back, typed (its JSON checked by manifest_problem and brought to this format first):
         every declared field; one a run of an older format (or a launch rssprobe did not control) never wrote is
         its default, or None where it has none. Keys this format does not declare are left out."""
-        return cls(**{f.name: data[f.name] if f.name in data else (None if f.default is MISSING else f.default)
-                      for f in fields(cls)})
+        values: dict[str, Any] = {f.name: data[f.name] if f.name in data else (
+            None if f.default is MISSING else f.default) for f in fields(cls)}
+        return cls(**values)
 
 
 MANIFEST_REQUIRED = frozenset({"status", "scenario"})
