@@ -41,7 +41,7 @@ def rssprobe(*args: str, cwd: Path | None = None, check: bool = False, env: dict
              fresh: bool = False) -> subprocess.CompletedProcess[str]:
     """The CLI's exit code, stdout and stderr. fresh: in a new interpreter even when the command could run in
     this one (a test of what only a fresh process shows: its imports, its exit under a signal)."""
-    from rssprobe.contract import NO_WORKER_ENV
+    from rssprobe.contract.testlane import NO_WORKER_ENV
 
     in_process = not fresh and bool(args) and (
         (args[0] in IN_PROCESS and not LAUNCHING_FLAGS & set(args))
@@ -178,8 +178,8 @@ _GUARD = Path(tempfile.mkdtemp(prefix="rssprobe-worker-guard-"))
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before any fixture of a test without the `worker` marker (session fixtures included): a worker started
-    now records itself in a file and trains nothing (rssprobe.contract.NO_WORKER_ENV)."""
-    from rssprobe.contract import NO_WORKER_ENV
+    now records itself in a file and trains nothing (rssprobe.contract.testlane.NO_WORKER_ENV)."""
+    from rssprobe.contract.testlane import NO_WORKER_ENV
 
     os.environ.pop(NO_WORKER_ENV, None)
     if item.get_closest_marker("worker") is None:
@@ -191,7 +191,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """A test without the marker that started a worker fails, whatever it asserted."""
-    from rssprobe.contract import NO_WORKER_ENV
+    from rssprobe.contract.testlane import NO_WORKER_ENV
 
     sentinel = os.environ.pop(NO_WORKER_ENV, None)
     if sentinel and Path(sentinel).exists():

@@ -18,14 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from rssprobe import contract
+from rssprobe.contract.files import EVENTS, FORMAT_VERSION, MANIFEST, WORKER_SPEC
+from rssprobe.contract.interventions import INTERVENTIONS, SETS
+from rssprobe.contract.names import FILE_TORCH_CPU, PART_KEYS
 from rssprobe.store import upgrade
 from rssprobe.store.rundir import GroupDir
 
 from .conftest import rssprobe
 
 DATA = Path(__file__).parent / "data" / "format-0"
-NEWER = contract.FORMAT_VERSION + 1
+NEWER = FORMAT_VERSION + 1
 
 
 @pytest.fixture
@@ -40,7 +42,7 @@ def test_a_run_written_before_format_versions_reads_back_with_the_same_figures(o
     assert data["status"] == "ok"
     assert sorted(data["metrics"]) == sorted(expected)  # the same names ...
     assert data["metrics"] == expected  # ... and the same numbers, to the last bit
-    assert "format" not in json.loads((old_run / contract.MANIFEST).read_text())  # it is a format-0 run
+    assert "format" not in json.loads((old_run / MANIFEST).read_text())  # it is a format-0 run
 
 
 def _one_line_exit_2(*args: str) -> str:
@@ -53,17 +55,17 @@ def _one_line_exit_2(*args: str) -> str:
 
 
 def test_a_manifest_of_a_newer_format_is_refused_with_one_line(old_run: Path) -> None:
-    manifest = json.loads((old_run / contract.MANIFEST).read_text())
-    (old_run / contract.MANIFEST).write_text(json.dumps({**manifest, "format": NEWER}))
+    manifest = json.loads((old_run / MANIFEST).read_text())
+    (old_run / MANIFEST).write_text(json.dumps({**manifest, "format": NEWER}))
     for args in (["show", str(old_run)], ["diff", str(old_run), str(old_run)]):
         line = _one_line_exit_2(*args)
         assert f"manifest.json: format {NEWER} is newer than this rssprobe reads" in line, line
 
 
 def test_events_of_a_newer_format_are_refused_with_one_line(old_run: Path) -> None:
-    lines = (old_run / contract.EVENTS).read_text().splitlines()
+    lines = (old_run / EVENTS).read_text().splitlines()
     first = json.loads(lines[0])
-    (old_run / contract.EVENTS).write_text("\n".join([json.dumps({**first, "format": NEWER}), *lines[1:]]) + "\n")
+    (old_run / EVENTS).write_text("\n".join([json.dumps({**first, "format": NEWER}), *lines[1:]]) + "\n")
     assert f"events.jsonl: format {NEWER} is newer" in _one_line_exit_2("show", str(old_run))
 
 
@@ -81,14 +83,14 @@ def test_a_group_and_a_campaign_index_of_a_newer_format_are_refused(tmp_path: Pa
 
 @pytest.mark.worker
 def test_every_file_a_new_run_writes_carries_the_current_format(tiny_baseline: Path, tmp_path: Path) -> None:
-    for name in (contract.MANIFEST, contract.WORKER_SPEC):
-        assert json.loads((tiny_baseline / name).read_text())["format"] == contract.FORMAT_VERSION, name
-    first = json.loads((tiny_baseline / contract.EVENTS).read_text().splitlines()[0])
-    assert first["format"] == contract.FORMAT_VERSION and first["event"] == "phase"
-    later = [json.loads(line) for line in (tiny_baseline / contract.EVENTS).read_text().splitlines()[1:]]
+    for name in (MANIFEST, WORKER_SPEC):
+        assert json.loads((tiny_baseline / name).read_text())["format"] == FORMAT_VERSION, name
+    first = json.loads((tiny_baseline / EVENTS).read_text().splitlines()[0])
+    assert first["format"] == FORMAT_VERSION and first["event"] == "phase"
+    later = [json.loads(line) for line in (tiny_baseline / EVENTS).read_text().splitlines()[1:]]
     assert all("format" not in e for e in later)  # the first line says it for the file
     group = GroupDir.create(tmp_path / "g", "tiny", "baseline", 1)  # what run --repeat and every campaign make
-    assert json.loads((group.path / "group.json").read_text())["format"] == contract.FORMAT_VERSION
+    assert json.loads((group.path / "group.json").read_text())["format"] == FORMAT_VERSION
 
 
 def test_format_0_events_are_upgraded_by_an_explicit_step_and_current_ones_are_not() -> None:
@@ -98,7 +100,7 @@ def test_format_0_events_are_upgraded_by_an_explicit_step_and_current_ones_are_n
     assert upgrade.event(dict(trim), 0)["released_any"] == 1 and "returned" not in upgrade.event(dict(trim), 0)
     assert upgrade.event(json.loads(json.dumps(step)), 0)["sites"]["a.b"] == {"peak_above_entry": 7, "retained": 1}
     assert upgrade.event(dict(sites), 0)["steady"] == "full"
-    assert upgrade.event(dict(trim), contract.FORMAT_VERSION) == trim  # a current file is read as written
+    assert upgrade.event(dict(trim), FORMAT_VERSION) == trim  # a current file is read as written
 
 
 def test_the_worker_refuses_to_write_an_event_its_kind_does_not_declare(tmp_path: Path) -> None:
@@ -112,15 +114,15 @@ def test_the_worker_refuses_to_write_an_event_its_kind_does_not_declare(tmp_path
         writer.emit("surprise", x=1)
     writer.close()
     written = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in written] == ["end"] and written[0]["format"] == contract.FORMAT_VERSION
+    assert [e["event"] for e in written] == ["end"] and written[0]["format"] == FORMAT_VERSION
 
 
 def test_part_keys_are_the_names_users_gate_on() -> None:
     """The declared keys equal the names rssprobe derived from the labels before they were declared, so a
     ceiling or --metric written then still names the same figure."""
-    for label, key in contract.PART_KEYS.items():
+    for label, key in PART_KEYS.items():
         assert key == "part." + re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_"), label
-    assert contract.PART_KEYS[contract.FILE_TORCH_CPU] == "part.file_libtorch_cpu_so"
+    assert PART_KEYS[FILE_TORCH_CPU] == "part.file_libtorch_cpu_so"
 
 
 def test_intervention_options_are_checked_without_importing_the_worker() -> None:
@@ -140,5 +142,5 @@ def test_intervention_options_are_checked_without_importing_the_worker() -> None
 def test_every_declared_intervention_has_a_worker_implementation_and_nothing_else_does() -> None:
     from rssprobe.worker.interventions import REGISTRY
 
-    assert set(REGISTRY) == set(contract.INTERVENTIONS)
-    assert all(c in contract.INTERVENTIONS for members in contract.SETS.values() for c in members)
+    assert set(REGISTRY) == set(INTERVENTIONS)
+    assert all(c in INTERVENTIONS for members in SETS.values() for c in members)

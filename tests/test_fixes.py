@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from rssprobe import contract
 from rssprobe.analysis import fixes, partition
 from rssprobe.analysis.pinned import request_ops
 from rssprobe.config import modelshape, scenario
+from rssprobe.contract.interventions import INTERVENTIONS, NATIVE_PIN, parse
 from rssprobe.errors import UserError
 from rssprobe.run import preflight
 
@@ -59,8 +59,8 @@ def test_every_fix_in_the_catalogue_is_a_runnable_option() -> None:
         kinds = [k for k in (fix.patch, fix.set, fix.alloc_conf) if k]
         assert len(kinds) == 1, fix.name  # each fix runs as exactly one option
         if fix.patch:  # a declared intervention, with options its declaration accepts
-            name, options = contract.parse(fix.patch)
-            contract.INTERVENTIONS[name].values(options)
+            name, options = parse(fix.patch)
+            INTERVENTIONS[name].values(options)
         if fix.set:
             assert scenario.load("tiny", [fix.set]).zero.pin_memory is False
         if fix.alloc_conf:  # the safe form: the cached-size knob alone (pytorch PR #192722)
@@ -189,7 +189,7 @@ def test_native_backend_locks_each_request_at_its_own_pages(tiny_baseline: Path,
     rssprobe("run", "tiny", "--steps", "2", "--patch", "ds.native-pin", "--out", str(out), *STEADY_GLIBC,
              check=True)
     s = summary(out)
-    effect = next(i for i in s["interventions"] if i["name"] == contract.NATIVE_PIN)
+    effect = next(i for i in s["interventions"] if i["name"] == NATIVE_PIN)
     assert effect["took_effect"] and effect["count"] == 4 == effect["effects"]["register_did_not_apply"]
     assert effect["effects"]["native_bytes"] == need and effect["effects"]["registered"] == 0
     view = s["pinned"]

@@ -304,7 +304,7 @@ def test_bad_options_and_requests_are_one_line_exit_2(original: Path, tmp_path: 
 
 def test_every_event_a_real_run_writes_passes_the_check(original: Path) -> None:
     """The event checker refuses nothing a real worker writes (or every real run would read incomplete)."""
-    from rssprobe.contract import event_problem
+    from rssprobe.contract.events import event_problem
 
     events = [json.loads(line) for line in _events(original)]
     assert {e["event"] for e in events} >= {"phase", "model", "partition", "init", "step", "census", "end"}

@@ -32,7 +32,7 @@ from click.testing import CliRunner
 
 from rssprobe.analysis.summary import Summary, unreadable
 from rssprobe.cli import main
-from rssprobe.contract import ORCHESTRATOR_ENV
+from rssprobe.contract.environment import ORCHESTRATOR_ENV
 from rssprobe.errors import UserError
 from rssprobe.store import claim, judgement
 from rssprobe.store.rundir import RunDir

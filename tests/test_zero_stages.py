@@ -191,18 +191,18 @@ def test_checkpointed_layers_all_get_gradients(mode: str) -> None:
 def test_each_stage_declares_its_own_sites_and_roles() -> None:
     """The budget means the same at every stage: shared roles keep their names, each stage reads its own
     optimizer's attributes, and a figure of another stage is not a known name (a --metric typo check)."""
-    from rssprobe import contract as census
     from rssprobe.analysis import metrics
     from rssprobe.config import scenario
     from rssprobe.config import sites as sites_config
+    from rssprobe.contract.names import partitioned_roles, role_names
 
     two, three = (scenario.load("tiny", [f"zero.stage={n}"]) for n in (2, 3))
     shared = {"fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq"}
-    assert shared <= set(census.role_names(1)) and shared <= set(census.role_names(3))
-    assert census.role_names(1) == census.role_names(2)  # one optimizer class, DeepSpeedZeroOptimizer
-    assert shared | {"bit16_partitions", "grad_partitions"} <= census.partitioned_roles(3)
-    assert "gathered_params" not in census.partitioned_roles(3)  # gathered = full parameters, on every rank
-    assert census.partitioned_roles(2) == census.partitioned_roles(1) == shared | {"h2d_staging"}
+    assert shared <= set(role_names(1)) and shared <= set(role_names(3))
+    assert role_names(1) == role_names(2)  # one optimizer class, DeepSpeedZeroOptimizer
+    assert shared | {"bit16_partitions", "grad_partitions"} <= partitioned_roles(3)
+    assert "gathered_params" not in partitioned_roles(3)  # gathered = full parameters, on every rank
+    assert partitioned_roles(2) == partitioned_roles(1) == shared | {"h2d_staging"}
     assert not any("stage_1_and_2" in s for s in sites_config.default_sites(3))
     assert all(".stage3." not in s for s in sites_config.default_sites(2))
     assert "role.bit16_partitions" in metrics.known(three) and "role.bit16_partitions" not in metrics.known(two)

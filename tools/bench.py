@@ -30,7 +30,7 @@ from rssprobe.analysis import stats
 from rssprobe.analysis.summary import Summary
 from rssprobe.config import scenario
 from rssprobe.config.scenariospec import ScenarioSpec
-from rssprobe.contract import STEADY_MALLOC_ENV
+from rssprobe.contract.glibc import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
 from rssprobe.run import environment, launch
 from rssprobe.run.ask import ask

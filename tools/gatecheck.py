@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from rssprobe.contract import STEADY_MALLOC_ENV
+from rssprobe.contract.glibc import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
 
 SITE = "deepspeed.runtime.zero.stage_1_and_2.DeepSpeedZeroOptimizer.unscale_and_clip_grads"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import contract, verdicts
+from .. import verdicts
 from ..config.patchsets import BASELINE
+from ..contract.interventions import SET_TITLES, SETS, parse
 from ..contract.status import Status
 from . import metrics
 
@@ -57,11 +58,11 @@ def _moved(c: dict[str, Any]) -> str:
 def patches_phrase(specs: list[str]) -> str:
     """Component specs as a reader knows them: a whole declared set by its title ('PR #8132'), else the names."""
     specs = list(specs)
-    names = [contract.parse(s)[0] for s in specs]
+    names = [parse(s)[0] for s in specs]
     out = []
-    for set_name, members in contract.SETS.items():
+    for set_name, members in SETS.items():
         if members and all(m in names for m in members):
-            out.append(contract.SET_TITLES.get(set_name, set_name))
+            out.append(SET_TITLES.get(set_name, set_name))
             names = [n for n in names if n not in members]
     return " + ".join([*out, *names])
 

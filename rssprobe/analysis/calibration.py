@@ -26,7 +26,8 @@ from typing import Any
 
 from ..config import modelshape
 from ..config.modelshape import Shape
-from ..contract import PIN_REGISTER, Manifest, parse
+from ..contract.interventions import PIN_REGISTER, parse
+from ..contract.manifest import Manifest
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import reader

@@ -22,7 +22,7 @@ from typing import Any
 from .. import verdicts
 from ..config.patchsets import BASELINE
 from ..config.plan import Claim, LoadedPlan, PlanCell, load
-from ..contract import partitioned_roles
+from ..contract.names import partitioned_roles
 from ..store import campaign, layout
 from ..store.rundir import GroupDir
 from . import metrics, stats

@@ -24,10 +24,10 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .. import contract
 from ..config import scenario as scenario_mod
 from ..config.scenario import Scenario
 from ..config.sites import for_scenario
+from ..contract.names import PART_KEYS, role_names
 from ..errors import UserError
 
 B_PER_PARAM = "B/param"
@@ -151,7 +151,7 @@ def group(name: str) -> str:
 
 def label(name: str) -> str:
     """A figure's words: a part's own name (the contract's label), else its registry label."""
-    part = next((lbl for lbl, key in contract.PART_KEYS.items() if key == name), None)
+    part = next((lbl for lbl, key in PART_KEYS.items() if key == name), None)
     return part or metric(name).label
 
 
@@ -172,7 +172,7 @@ def short_name(path: str) -> str:
 
 def part_key(label: str) -> str | None:
     """A memory-map part's figure name (the contract declares it); None for a label it does not know."""
-    return contract.PART_KEYS.get(label)
+    return PART_KEYS.get(label)
 
 
 def known(scenario: Scenario | None) -> list[str]:
@@ -181,8 +181,8 @@ def known(scenario: Scenario | None) -> list[str]:
     stage = None if scenario is None else scenario.zero.stage
     names = [f"{p}.{f}" for p in POINTS for f in ("rss", "peak", "glibc_in_use", "glibc_free")] + ["peak"]
     names += [f"budget.{b}" for b in BUDGET]
-    names += [f"role.{name}" for name in contract.role_names(stage)] + ["role.other"]
-    names += list(contract.PART_KEYS.values())
+    names += [f"role.{name}" for name in role_names(stage)] + ["role.other"]
+    names += list(PART_KEYS.values())
     if stage in (3, None):
         names += ["zero3.gathered_after_backward", "zero3.gathered_after_step"]
     if scenario is None or scenario.world_size > 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import Manifest
+from ..contract.manifest import Manifest
 from ..contract.status import Status
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..contract import MEMRAY_PHASES, memray_file
+from ..contract.files import MEMRAY_PHASES, memray_file
 from ..store.reader import check_regular
 from .metrics import short_name
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import PIN_REGISTER, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV, Manifest
+from ..contract.environment import TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
+from ..contract.interventions import PIN_REGISTER
+from ..contract.manifest import Manifest
 from . import fixes, pinrule
 from .pinrule import Rule
 

@@ -12,8 +12,10 @@ import math
 from statistics import fmean
 from typing import Any, cast
 
-from .. import contract
-from ..contract import NATIVE, glibc_in_use, partitioned_roles
+from ..contract.files import NATIVE
+from ..contract.glibc import glibc_in_use
+from ..contract.interventions import INTERVENTIONS, parse
+from ..contract.names import partitioned_roles
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import judgement
@@ -271,8 +273,8 @@ class Summary:
         effects = self.manifest.effects or {}
         out = []
         for spec in self.manifest.patches or []:
-            name, _options = contract.parse(spec)
-            entry = contract.INTERVENTIONS.get(name)
+            name, _options = parse(spec)
+            entry = INTERVENTIONS.get(name)
             effect = effects.get(name, {})
             count = effect.get(entry.counter, 0) if entry else 0
             out.append({"name": name, "spec": spec, "counter": entry.counter if entry else None,

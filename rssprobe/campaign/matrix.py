@@ -28,7 +28,8 @@ from ..config import patchsets, scenario
 from ..config.allocators import ALLOCATORS
 from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
-from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
+from ..contract.exitcodes import EXIT_INTERRUPTED
+from ..contract.glibc import STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError
 from ..log import say

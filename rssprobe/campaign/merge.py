@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import contract
 from ..analysis import results
+from ..contract.files import FORMAT_KEY, FORMAT_VERSION
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import campaign as index_file
@@ -98,7 +98,7 @@ def _write(out: Path, sources: dict[str, tuple[Campaign, dict[str, Any]]], index
         if plan_file is not None:
             write_bytes_atomic(out / layout.PLAN_FILE, reader.read_bytes(plan_file))
         elif index["kind"] == "plan":
-            write_json_atomic(out / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION})
+            write_json_atomic(out / layout.PLAN_FILE, {FORMAT_KEY: FORMAT_VERSION})
         index_file.write_index(out, index)
     except (OSError, shutil.Error, UserError) as e:
         claim.clear(out)
@@ -161,7 +161,7 @@ def merge(inputs: list[Path], out: Path) -> Merged:
             merged["status"] = Status.PENDING
             result.missing.append(key)
         entries.append(merged)
-    index = {k: v for k, v in first.index.items() if k not in ("shard", contract.FORMAT_KEY, "updated")}
+    index = {k: v for k, v in first.index.items() if k not in ("shard", FORMAT_KEY, "updated")}
     index[index_file.ENTRIES[first.kind][0]] = entries
     index.update(command=list(sys.argv), merged_from=[str(d) for d in inputs], merged=now_iso())
     plan_file = first.directory / layout.PLAN_FILE

@@ -24,7 +24,7 @@ from ..analysis.results import PlanListing, PlanTable
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
 from ..config.scenariospec import ScenarioSpec
-from ..contract import EXIT_INTERRUPTED
+from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..contract.status import Status
 from ..log import say
 from ..run import envs, host, launch, preflight

@@ -25,7 +25,7 @@ from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
 from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import counts
-from ..contract import EXIT_INTERRUPTED
+from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
 from ..run import group as groups

@@ -14,7 +14,7 @@ import click
 
 from ..campaign.bisect.rounds import DEFAULT_METRIC
 from ..campaign.bisect.start import BisectRequest, bisect
-from ..contract import STEADY_MALLOC_ENV
+from ..contract.glibc import STEADY_MALLOC_ENV
 from ..reporters import show
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, python_options, scenario_sets

@@ -19,7 +19,7 @@ from ..config.allocators import ALLOCATORS
 from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..config.script import split_command
-from ..contract import STEADY_MALLOC_ENV
+from ..contract.glibc import STEADY_MALLOC_ENV
 from ..errors import UserError
 from ..reporters.output import FORMATS
 

@@ -11,7 +11,7 @@ import click
 from ..campaign import matrix, plan
 from ..config.allocators import ALLOCATORS
 from ..config.plan import load
-from ..contract import STEADY_MALLOC_ENV
+from ..contract.glibc import STEADY_MALLOC_ENV
 from ..reporters import show
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, scenario_sets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..contract import INTERVENTIONS, SETS
+from ..contract.interventions import INTERVENTIONS, SETS
 from . import common_args
 
 

@@ -1,12 +1,12 @@
 """What a run applies: --baseline, --patched (the scenario's declared set) or --patch NAME.
 
-Names, options and sets are the contract's (rssprobe.contract.INTERVENTIONS, SETS): every option is
+Names, options and sets are the contract's (rssprobe.contract.interventions: INTERVENTIONS, SETS): every option is
 checked here, before a worker starts, without importing the worker's implementations.
 """
 
 from __future__ import annotations
 
-from .. import contract
+from ..contract.interventions import INTERVENTIONS, SETS, OptionError, expand, option_values, parse
 from ..errors import UserError
 from .scenario import Scenario
 
@@ -14,7 +14,7 @@ BASELINE = "baseline"  # the patch "set" that applies nothing
 
 
 def known_names(include_testing: bool = False) -> list[str]:
-    return [*contract.SETS, *(n for n, i in contract.INTERVENTIONS.items() if include_testing or not i.testing)]
+    return [*SETS, *(n for n, i in INTERVENTIONS.items() if include_testing or not i.testing)]
 
 
 def resolve(scenario: Scenario, baseline: bool, patched: bool, names: list[str]) -> tuple[str, list[str]]:
@@ -29,8 +29,8 @@ def resolve(scenario: Scenario, baseline: bool, patched: bool, names: list[str])
     specs: list[str] = []
     for spec in requested:
         try:
-            name, options = contract.parse(spec)
-            components = contract.expand([name])
+            name, options = parse(spec)
+            components = expand([name])
         except (KeyError, ValueError) as e:
             raise UserError(f"--patch {spec}: unknown intervention or bad options ({e}); known: "
                             f"{', '.join(known_names())} (see `rssprobe patches`)") from None
@@ -40,9 +40,9 @@ def resolve(scenario: Scenario, baseline: bool, patched: bool, names: list[str])
             components = [spec]
         for component in components:
             try:
-                contract.option_values(component)  # now, not after a worker has started
-            except contract.OptionError as e:
+                option_values(component)  # now, not after a worker has started
+            except OptionError as e:
                 raise UserError(f"--patch {spec}: {e}") from None
         specs += [c for c in components if c not in specs]
-    label = "patched" if patched and not names else "+".join(contract.parse(s)[0] for s in specs)
+    label = "patched" if patched and not names else "+".join(parse(s)[0] for s in specs)
     return label, specs

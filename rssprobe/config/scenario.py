@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..contract import INRUN_EVENTS, MAX_WORLD_SIZE
+from ..contract.files import INRUN_EVENTS, MAX_WORLD_SIZE
 from ..errors import UserError, from_validation
 from ..store import outputs
 from ..store.reader import read_text

@@ -1,9 +1,9 @@
-"""Format versions, the run directory's file names, environment variables, exit codes, glibc's in-use formula.
+"""Format versions and the run directory's file names (and the most ranks a run directory may hold).
 
-Part of the contract (rssprobe/contract/__init__.py): stdlib only."""
+Part of the contract (rssprobe/contract/): stdlib only. Environment variables, exit codes, the test lane's knob,
+glibc's defaults and the worker's answer lines each have their module beside this one."""
 
-import signal
-from typing import Any, TypedDict
+from typing import Any
 
 # ---- format versions --------------------------------------------------------------------------------------
 
@@ -73,66 +73,6 @@ def rank_log(rank: int) -> str:
 def memray_file(phase: str) -> str:
     return f"memray-{phase}.bin"
 
-
-# ---- environment variables, exit codes, glibc -------------------------------------------------------------
-
-ORCHESTRATOR_ENV = "RSSPROBE_ORCHESTRATOR_PID"  # set by the launcher for the processes it starts
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: a worker (or command) ended by SIGTERM
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: by Ctrl-C
-# The test suite's lanes (tests/conftest.py): a test not marked `worker` runs with this set to a file name; a
-# worker started under it writes that file and stops at once, so a test that trains without the marker fails
-# (and `make test-fast`, which leaves those tests out, never trains).
-NO_WORKER_ENV = "RSSPROBE_NO_WORKER"
-EXIT_NO_WORKER = 3
-# glibc's dynamic mmap threshold makes identical runs retain different amounts (+-4 B/param of raw RSS, in
-# 8-32 MiB jumps); workflows that compare versions fix it unless told otherwise (README, "Noise")
-STEADY_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
-# torch's allocator settings (--torch-alloc-conf, the scenario's torch_alloc_conf): the worker is given the first;
-# torch >= 2.9 reads the second before it, so an inherited one is removed from the worker's environment
-TORCH_ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
-TORCH_ALLOC_CONF_NEWER_ENV = "PYTORCH_ALLOC_CONF"
-# `python -m rssprobe.worker.allocconf CONF KEYS` (the worker's torch asked before a run) prints its answer
-# (AllocConfAnswer, JSON) on the line that starts with this
-ALLOC_CONF_ANSWER = "RSSPROBE-ALLOC-CONF "
-
-
-class AllocConfAnswer(TypedDict):
-    """How a torch parses an allocator setting (rssprobe.worker.allocconf; run/preflight.py reads it)."""
-
-    torch: str  # its version without the local part ("2.13.0")
-    build: str  # torch.__version__ whole ("2.13.0+cpu")
-    cuda_build: bool
-    parser: bool  # this torch has a setter that parses the setting
-    error: str | None  # torch's own refusal, first line; None: it took the setting
-    known: dict[str, bool] | None  # a CPU build: key -> whether its parser knows it (None: not asked)
-
-
-# `python -m rssprobe.worker.dsinfo REQUEST` (the installed DeepSpeed asked before an estimate) prints its answer
-# (DeepSpeedInfo, JSON) on the line that starts with this
-DS_INFO_ANSWER = "RSSPROBE-DS-INFO "
-# the other answers of the worker's Python (run/ask.py): whether the code sites resolve (path -> why missing), what
-# its probes can read (`python -m rssprobe.worker.selfcheck`), a distribution's version (null: not installed)
-SITES_ANSWER = "RSSPROBE-SITES "
-SELF_CHECK_ANSWER = "RSSPROBE-SELF-CHECK "
-VERSION_ANSWER = "RSSPROBE-VERSION "
-
-
-class DeepSpeedInfo(TypedDict):
-    """What the worker's DeepSpeed says for an estimate (rssprobe.worker.dsinfo; workflows/estimate.py reads it)."""
-
-    torch: str
-    deepspeed: str
-    zero_defaults: dict[str, Any]  # DeepSpeedZeroConfig's sub_group_size, persistence thresholds, pin_memory
-    estimator_cpu_bytes: int | None  # DeepSpeed's own estimate of the node's host memory (model states)
-    estimator: str | None  # the function that gave it
-
-
-IN_USE = ("uordblks", "hblkhd")  # small chunks in use + mmapped chunks: what the program holds
-
-
-def glibc_in_use(mi: Any) -> Any:
-    """Bytes malloc has handed out and not got back, from mallinfo2's fields (dicts of ints or of arrays)."""
-    return None if mi is None else mi[IN_USE[0]] + mi[IN_USE[1]]
 
 # the most ranks a run may have: a number read from disk is bounded before it drives a loop (one per rank)
 MAX_WORLD_SIZE = 65_536

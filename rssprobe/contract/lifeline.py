@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from .files import ORCHESTRATOR_ENV
+from .environment import ORCHESTRATOR_ENV
 
 # ---- the lifeline: a child dies with its parent; a session ends whole -------------------------------------
 

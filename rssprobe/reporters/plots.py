@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn: every comman
     from matplotlib.figure import Figure
 
 from ..analysis.stats import THRESHOLD
-from ..contract import IN_USE
-from ..contract import glibc_in_use as in_use
+from ..contract.glibc import IN_USE
+from ..contract.glibc import glibc_in_use as in_use
 
 Y_LABEL = "B/param above pre-model baseline"
 # a y axis never spans less than this many thresholds (B/param): noise of 0.007 B/param must not look like a climb

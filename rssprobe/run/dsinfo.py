@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..contract import DS_INFO_ANSWER, DeepSpeedInfo
+from ..contract.answers import DS_INFO_ANSWER, DeepSpeedInfo
 from ..errors import UserError
 from . import ask as asking
 from . import environment

@@ -16,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from ..contract import ORCHESTRATOR_ENV, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
+from ..contract.environment import ORCHESTRATOR_ENV, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
 from . import compilecache, host
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the directory that holds this rssprobe package

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.allocators import ALLOCATORS
-from ..contract import VERSION_ANSWER
+from ..contract.answers import VERSION_ANSWER
 from ..errors import UserError
 from ..store.layout import ENV_OPS, cache_root, is_rssprobe_env
 from .ask import ask

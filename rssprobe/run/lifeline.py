@@ -36,14 +36,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..contract import (
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
-    ORCHESTRATOR_ENV,
-    die_with_parent,
-    kill_session,
-    marked_processes,
-)
+from ..contract.environment import ORCHESTRATOR_ENV
+from ..contract.exitcodes import EXIT_INTERRUPTED, EXIT_TERMINATED
+from ..contract.lifeline import die_with_parent, kill_session, marked_processes
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "become_subreaper", "child_dies_with_me", "descendants",
            "exit_code", "handle_sigterm_like_ctrl_c", "kill_descendants", "kill_marked", "kill_session",

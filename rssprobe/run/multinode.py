@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import patchsets
 from ..config.scenariospec import ScenarioSpec
-from ..contract import TORCH_ALLOC_CONF_ENV
+from ..contract.environment import TORCH_ALLOC_CONF_ENV
 from . import environment, launch
 
 

@@ -28,7 +28,7 @@ import psutil
 from .. import contract
 from ..config import torch_alloc_conf
 from ..config.scenario import Scenario
-from ..contract import parse
+from ..contract.interventions import parse
 from ..errors import UserError
 from ..store import layout
 from . import environment

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import Manifest
+from ..contract.manifest import Manifest
 
 # what a script's own DeepSpeed config decides: not recorded before its engine says
 ENGINE_DECIDES = ("model", "optimizer", "zero", "precision", "micro_batch", "grad_accum_steps")

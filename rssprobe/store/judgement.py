@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..contract import Manifest, events_file
+from ..contract.files import events_file
+from ..contract.manifest import Manifest
 from ..contract.status import Status
 
 INCOMPLETE = "incomplete"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
-from ..contract import EVENTS, MANIFEST, RANK_EVENTS_GLOB, WORKER_LOG
+from ..contract.files import EVENTS, MANIFEST, RANK_EVENTS_GLOB, WORKER_LOG
 from ..errors import UserError
 from . import claim, judgement, layout, outputs, reader, upgrade
 from .judgement import Events

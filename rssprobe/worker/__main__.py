@@ -21,19 +21,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..contract import (
-    DS_PIN_BACKEND_ENV,
-    EXIT_NO_WORKER,
-    EXIT_TERMINATED,
-    NATIVE_PIN,
-    NO_WORKER_ENV,
-    WORKER_SPEC,
-    OptionError,
-    parse,
-    rank_log,
-    worker_spec_problem,
-)
+from ..contract.exitcodes import EXIT_NO_WORKER, EXIT_TERMINATED
+from ..contract.files import WORKER_SPEC, rank_log
+from ..contract.interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, OptionError, parse
+from ..contract.manifest import worker_spec_problem
 from ..contract.status import Status
+from ..contract.testlane import NO_WORKER_ENV
 from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents

@@ -2,7 +2,7 @@
 
     python -m rssprobe.worker.allocconf 'KEY:VALUE,...'
 
-prints one JSON line (rssprobe.contract.AllocConfAnswer, after contract.ALLOC_CONF_ANSWER): torch's version,
+prints one JSON line (rssprobe.contract.answers.AllocConfAnswer, after ALLOC_CONF_ANSWER): torch's version,
 whether it is a CUDA build, torch's own error for the setting (None when it took it), and, for a CPU build,
 which keys its parser knows. torch >= 2.9 parses through
 `torch._C._accelerator_setAllocatorSettings` (c10's AcceleratorAllocatorConfig, then the CUDA build's own
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..contract import ALLOC_CONF_ANSWER, AllocConfAnswer
+from ..contract.answers import ALLOC_CONF_ANSWER, AllocConfAnswer
 
 
 def _first_line(e: BaseException) -> str:

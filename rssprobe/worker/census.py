@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from ..contract import roles as load_roles
+from ..contract.names import roles as load_roles
 from .memmap import Reader, checkpoint_ranges
 
 # tensors whose storage lies in a mapped checkpoint file (a model loaded from safetensors uses its weights in place

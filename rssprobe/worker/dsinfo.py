@@ -3,7 +3,7 @@
     python -m rssprobe.worker.dsinfo '{"params": N, "largest_layer": L, "ranks_per_node": R, "nodes": K,
                                         "stage": S, "offload_param": false}'
 
-prints one JSON line (rssprobe.contract.DeepSpeedInfo, after contract.DS_INFO_ANSWER): torch's and DeepSpeed's
+prints one JSON line (rssprobe.contract.answers.DeepSpeedInfo, after DS_INFO_ANSWER): torch's and DeepSpeed's
 versions, the ZeRO config defaults that decide each rank's partition sizes (DeepSpeedZeroConfig's
 sub_group_size and persistence thresholds, the offload configs' pin_memory default), and DeepSpeed's own
 estimate of the node's host memory for that model (its estimate_zero2/zero3_model_states_mem_needs, via
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from ..contract import DS_INFO_ANSWER, DeepSpeedInfo
+from ..contract.answers import DS_INFO_ANSWER, DeepSpeedInfo
 from . import training
 
 

@@ -1,7 +1,7 @@
 """The worker's only output channel: a JSON-lines file appended and flushed per event, so a
 crash, an OOM kill or Ctrl-C keeps everything up to the last finished step.
 
-Every event is one of the contract's kinds with that kind's fields (rssprobe.contract.EVENT_KINDS): one that
+Every event is one of the contract's kinds with that kind's fields (rssprobe.contract.events.EVENT_KINDS): one that
 is not is refused here, in the worker, rather than left for the reader to drop. The first line of a file
 carries the format version the reader upgrades from."""
 
@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..contract import FORMAT_KEY, FORMAT_VERSION, event_problem, events_file
+from ..contract.events import event_problem
+from ..contract.files import FORMAT_KEY, FORMAT_VERSION, events_file
 
 __all__ = ["EventWriter", "events_file"]
 

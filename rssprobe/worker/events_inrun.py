@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..contract import CHECKPOINTS
-from ..contract import INRUN_EVENTS as EVENTS
+from ..contract.files import CHECKPOINTS
+from ..contract.files import INRUN_EVENTS as EVENTS
 from . import procfs, training
 from .sites import SiteRecorder
 

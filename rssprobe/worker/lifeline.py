@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from ..contract import die_with_parent, kill_session, session_members
+from ..contract.lifeline import die_with_parent, kill_session, session_members
 
 
 class Terminated(BaseException):

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract import (  # part names: the vocabulary of the budget, the reports and the metrics (part.<key>)
+from ..contract.names import (  # part names: the vocabulary of the budget, the reports and the metrics (part.<key>)
     ANON_OTHER,
     FILE_CHECKPOINT,
     FILE_OPS,

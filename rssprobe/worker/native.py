@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..contract import memray_file
+from ..contract.files import memray_file
 
 
 class NativeCapture:

@@ -31,7 +31,7 @@ import threading
 import weakref
 from typing import Any
 
-from ..contract import TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
+from ..contract.environment import TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
 from . import census
 
 # the accelerator's public pinning methods (those this DeepSpeed has)
@@ -145,7 +145,7 @@ class PinRecorder:
         return bool(self._new or self._freed)
 
     def emit(self, events: Any, at: str, zero_optimizer: Any, stage: int, force: bool = False) -> None:
-        """One `pins` event (rssprobe.contract.Pins) with the requests and frees since the last one (roles read
+        """One `pins` event (rssprobe.contract.events.Pins) with the requests and frees since the last one (roles read
         now); the first one also carries what pinning was configured with."""
         if not (force or self.pending()):
             return

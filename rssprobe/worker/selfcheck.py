@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from ..contract import SELF_CHECK_ANSWER
+from ..contract.answers import SELF_CHECK_ANSWER
 from . import glibc, procfs
 
 

@@ -11,7 +11,7 @@ import shutil
 import sys
 from typing import Any
 
-from ..contract import SELF_CHECK_ANSWER
+from ..contract.answers import SELF_CHECK_ANSWER
 from ..run import environment, host
 from ..run.ask import ask
 

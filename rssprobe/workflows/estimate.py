@@ -42,7 +42,7 @@ from ..config.runoptions import RunOptions
 from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
 from ..config.sizes import format_count
-from ..contract import PIN_REGISTER, parse
+from ..contract.interventions import PIN_REGISTER, parse
 from ..errors import UserError
 from ..log import say
 from ..run import dsinfo, memlimits, preflight

@@ -16,7 +16,7 @@ from ..analysis.metrics import GATED
 from ..analysis.summary import Summary
 from ..analysis.sweep import Sweep
 from ..analysis.tables import read_steps, steps_frame
-from ..contract import STEPS
+from ..contract.files import STEPS
 from ..errors import UserError
 from ..store import campaign, claim, layout, outputs
 from ..store.rundir import GroupDir, RunDir, resolve_runs

@@ -6,7 +6,7 @@ and the way it moved is the way a subset must move to count.
 
 from __future__ import annotations
 
-from ...contract import expand
+from ...contract.interventions import expand
 from ...errors import UserError
 from ...store import layout
 from ..matrix import Outcome

@@ -9,7 +9,7 @@ from ...analysis import metrics, stats
 from ...config.limits import load_limits
 from ...config.runoptions import RunOptions
 from ...config.scenariospec import ScenarioSpec
-from ...contract import STEADY_MALLOC_ENV
+from ...contract.glibc import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
 from ...run import envs, host, preflight

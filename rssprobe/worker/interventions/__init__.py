@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...contract import INTERVENTIONS
+from ...contract.interventions import INTERVENTIONS
 from . import nativepin, pinregister, pr8132, testing
 from .base import Context, Refused
 

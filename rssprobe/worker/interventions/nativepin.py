@@ -26,8 +26,8 @@ import functools
 import os
 from typing import Any
 
-from ...contract import DS_PIN_BACKEND_ENV, DS_PIN_REGISTER_ENV, INTERVENTIONS
-from ...contract import NATIVE_PIN as NATIVE
+from ...contract.interventions import DS_PIN_BACKEND_ENV, DS_PIN_REGISTER_ENV, INTERVENTIONS
+from ...contract.interventions import NATIVE_PIN as NATIVE
 from .base import Context, Refused
 
 

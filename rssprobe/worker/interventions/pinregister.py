@@ -24,8 +24,8 @@ import math
 import mmap
 from typing import Any
 
-from ...contract import INTERVENTIONS
-from ...contract import PIN_REGISTER as REGISTER
+from ...contract.interventions import INTERVENTIONS
+from ...contract.interventions import PIN_REGISTER as REGISTER
 from ..pins import ACCELERATOR_ENTRIES as ENTRIES  # the accelerator's pinning methods, where present
 from ..pins import MARK
 from .base import Context, Refused

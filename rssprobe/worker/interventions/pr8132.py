@@ -15,7 +15,7 @@ import functools
 import inspect
 from typing import Any
 
-from ...contract import FLOAT_SCALE, MALLOC_TRIM
+from ...contract.interventions import FLOAT_SCALE, MALLOC_TRIM
 from .. import glibc, procfs
 from .base import Context, Refused, rewrite_method
 

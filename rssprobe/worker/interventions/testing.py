@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any
 
-from ...contract import ABORT_AT_EXIT, HOLD, INJECT, INTERVENTIONS, KEEP_ENGINE, LITTER
+from ...contract.interventions import ABORT_AT_EXIT, HOLD, INJECT, INTERVENTIONS, KEEP_ENGINE, LITTER
 from ..sites import replace_function, resolve
 from .base import Context, Refused
 

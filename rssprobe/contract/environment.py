@@ -1,0 +1,10 @@
+"""The environment variables the orchestrator sets or clears for the processes it starts.
+
+Part of the contract (rssprobe/contract/): stdlib only. (The test lane's variable is testlane.NO_WORKER_ENV, glibc's
+steady setting glibc.STEADY_MALLOC_ENV, the native pin backend's interventions.DS_PIN_*_ENV.)"""
+
+ORCHESTRATOR_ENV = "RSSPROBE_ORCHESTRATOR_PID"  # set by the launcher for the processes it starts
+# torch's allocator settings (--torch-alloc-conf, the scenario's torch_alloc_conf): the worker is given the first;
+# torch >= 2.9 reads the second before it, so an inherited one is removed from the worker's environment
+TORCH_ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+TORCH_ALLOC_CONF_NEWER_ENV = "PYTORCH_ALLOC_CONF"
