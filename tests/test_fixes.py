@@ -207,21 +207,19 @@ def test_native_backend_locks_each_request_at_its_own_pages(tiny_baseline: Path,
     assert "DS_PIN_MEMORY_BACKEND native" in shown and f"MEASURED here: mlock holds {need:,} B" in shown
 
 
-ANSWER = ROOT / "reports" / "issue7693-answer"
-
-
 def _answer(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ANSWER / "answer.py"), *args], capture_output=True, text=True,
-                          timeout=900, cwd=ROOT, **kw)
+    """The answer page's generator (tools/evidence/issue7693_answer), run from the checkout as its page says."""
+    return subprocess.run([sys.executable, "-m", "tools.evidence.issue7693_answer", *args], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT, **kw)
 
 
 @pytest.mark.integration
 def test_the_answer_page_is_generated_from_the_committed_runs(tmp_path: Path) -> None:
-    """reports/issue7693-answer.md is what answer.py makes of the committed runs (H200, release sweep, the fixes'
-    CPU sweeps), line for line but the generation date; the answer sentence comes first. A device call's
-    fixes.json fills the "measured on CUDA" column only when it was measured on CUDA: a CPU collection is refused
-    from that column, and the recorded H200 sweep (real CUDA runs, DeepSpeed's default pinning) fills the
-    baseline's cell with its own slope."""
+    """reports/issue7693-answer.md is what tools.evidence.issue7693_answer makes of the committed runs (H200,
+    release sweep, the fixes' CPU sweeps), line for line but the generation date; the answer sentence comes first.
+    A device call's fixes.json fills the "measured on CUDA" column only when it was measured on CUDA: a CPU
+    collection is refused from that column, and the recorded H200 sweep (real CUDA runs, DeepSpeed's default
+    pinning) fills the baseline's cell with its own slope."""
     out = tmp_path / "answer.md"
     cpu = tmp_path / "cpu-device"
     cpu.mkdir()

@@ -28,7 +28,7 @@ done
 $RSSPROBE run default --steps 1 --set zero.stage=3 --set 'zero.offload_param="cpu"' --set probes.memmap=false \
   --out "$OUT/zero3-default" > "$OUT/zero3-default.log" 2>&1
 # the report's tables, from the runs
-python reports/cuda-pinned/tables.py releases "$OUT"/release-ws1 "$OUT"/release-ws2 "$OUT"/release-ws8 \
+python -m tools.evidence.cuda_pinned releases "$OUT"/release-ws1 "$OUT"/release-ws2 "$OUT"/release-ws8 \
   > reports/cuda-pinned/releases.md
-python reports/cuda-pinned/tables.py runs "$OUT"/fix-baseline "$OUT"/fix-pin.register "$OUT"/fix-knob \
+python -m tools.evidence.cuda_pinned runs "$OUT"/fix-baseline "$OUT"/fix-pin.register "$OUT"/fix-knob \
   > reports/cuda-pinned/fixes.md

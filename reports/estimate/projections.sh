@@ -4,7 +4,7 @@
 # --gpus-per-node); torch's default pinned rounding and pin.register. No training: shapes are built on the meta
 # device.
 #   OUT=/tmp/estimate-projections bash reports/estimate/projections.sh
-#   python reports/estimate/tables.py projections $OUT; python reports/estimate/tables.py field $OUT
+#   python -m tools.evidence.estimate projections $OUT; python -m tools.evidence.estimate field $OUT
 set -euo pipefail
 OUT=${OUT:?set OUT}
 RSSPROBE=${RSSPROBE:-python -m rssprobe}

@@ -17,10 +17,10 @@ PARAMS=${PARAMS:-8392704,16785408,33570816}
 STEADY=(--malloc-env MALLOC_MMAP_THRESHOLD_=65536)
 mkdir -p "$OUT"
 for fix in baseline ds.native-pin ds.native-pin:register=off torch.cached-size pin.register pin_memory=false; do
-  name=$($PY reports/issue7693-answer/answer.py options --slug "$fix")
+  name=$($PY -m tools.evidence.issue7693_answer options --slug "$fix")
   # shellcheck disable=SC2046  # the fix's options, word-split on purpose
   $RSSPROBE scale default --params "$PARAMS" --steps 4 --set probes.memmap=false "${STEADY[@]}" \
-    $($PY reports/issue7693-answer/answer.py options "$fix") --out "$OUT/fix-$name" --format markdown \
+    $($PY -m tools.evidence.issue7693_answer options "$fix") --out "$OUT/fix-$name" --format markdown \
     > "$OUT/fix-$name.md" 2> "$OUT/fix-$name.log"
   echo "$fix: exit $? ($(tail -1 "$OUT/fix-$name.log"))"
 done
@@ -33,4 +33,4 @@ for side in baseline patched; do
 done
 # the committed evidence: the scale directories (run files only), then the page from them
 tar czf reports/issue7693-answer/runs.tar.gz -C "$OUT" --exclude='*.log' --exclude='*.md' --exclude='checkpoints' .
-$PY reports/issue7693-answer/answer.py page
+$PY -m tools.evidence.issue7693_answer page

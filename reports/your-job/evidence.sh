@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evidence of reports/your-job.md (issue 31), one run at a time under `nice -n 10`; rerunning skips what
-# finished. Then: python reports/your-job/tables.py $OUT > reports/your-job.md
+# finished. Then: python -m tools.evidence.your_job $OUT > reports/your-job.md
 #   OUT=/tmp/your-job bash reports/your-job/evidence.sh
 #
 # Third-party scripts are not copied into this repository: section 4 takes transformers' run_clm.py from RUN_CLM (a

@@ -12,7 +12,7 @@ one of these, is named and kept out (a damaged file too: one line, never a trace
 
 A calibration also travels packed (pack/unpack): the same points as one JSON object with its provenance (the
 machine, GPU, torch, DeepSpeed, date), which is how the recorded H200 sweep ships as package data
-(rssprobe/data/calibrations/, made by reports/estimate/pack_calibration.py).
+(rssprobe/data/calibrations/, made by tools/evidence/pack_calibration.py).
 """
 
 from __future__ import annotations

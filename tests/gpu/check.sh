@@ -67,11 +67,11 @@ PY
 # (tests/gpu/h2d_bench.py), then the default scenario at two sizes (FIX_LAYERS, default 2 and 8 layers: 8.4 M and
 # 33.6 M params, the H200 sweep's first two) under each fix of rssprobe/data/fixes.toml, size by size so that
 # every fix has its first size before any has its second, while time is left (EVIDENCE_S, default 330 s); then
-# fixes.json (reports/issue7693-answer/answer.py collect) for the answer page's "measured on CUDA" column.
+# fixes.json (python -m tools.evidence.issue7693_answer collect) for the answer page's "measured on CUDA" column.
 # One call: EVIDENCE=fixes GPU_CHECK_TESTS=tests/gpu/test_fixes_cuda.py GPU_CHECK_TIMEOUT=60 bash tests/gpu/check.sh
 evidence_fixes() {
     local deadline=$((SECONDS + ${EVIDENCE_S:-330})) runs=$TMPRUNS/runs0 rs=("$PY" -m rssprobe) left
-    local answer=("$PY" reports/issue7693-answer/answer.py)
+    local answer=("$PY" -m tools.evidence.issue7693_answer)
     mkdir -p "$runs"
     ulimit -l unlimited 2>/dev/null || ulimit -l "$(ulimit -H -l)" 2>/dev/null  # the native backend mlocks
     echo "lock limit: $(ulimit -l) KiB; CapEff $(grep CapEff /proc/self/status | cut -f2)"
@@ -97,7 +97,7 @@ evidence_fixes() {
 # of the same runs; then DeepSpeed 0.18.2 ... 0.19.8 with DeepSpeed's own pin_memory default.
 evidence_pinned() {
     local deadline=$((SECONDS + ${EVIDENCE_S:-340})) runs=$TMPRUNS/runs0 rs=("$PY" -m rssprobe) left
-    local tables=("$PY" reports/cuda-pinned/tables.py) sizes=${SCALE_PARAMS:-8e6,33e6,134e6}
+    local tables=("$PY" -m tools.evidence.cuda_pinned) sizes=${SCALE_PARAMS:-8e6,33e6,134e6}
     mkdir -p "$runs"
     for what in baseline register knob; do
         local extra=()

@@ -1,8 +1,8 @@
 """The held-out validation of reports/estimate.md: the plan's measured runs, then `rssprobe estimate` for every
 configuration of it, the way a user asks (its calibration made on first use, into $OUT/calibrations).
 
-    nice -n 10 python reports/estimate/heldout.py reports/estimate/heldout.toml $OUT [--shard K/N]
-    python reports/estimate/tables.py heldout reports/estimate/heldout.toml $OUT   # the table
+    nice -n 10 python -m tools.evidence.estimate_heldout reports/estimate/heldout.toml $OUT [--shard K/N]
+    python -m tools.evidence.estimate heldout reports/estimate/heldout.toml $OUT   # the table
 
 Resumable: the runs are a plan campaign (`rssprobe matrix --plan`: a finished cell is never run again, --shard
 K/N runs one machine's share); an estimate already written is kept, and its calibration is cached. Each

@@ -1,7 +1,7 @@
 """Pack a recorded size sweep into the calibration rssprobe ships (rssprobe/data/calibrations/NAME.json): every
 figure an estimate reads of each run (analysis/calibration.pack), nothing else, with its provenance.
 
-    python reports/estimate/pack_calibration.py reports/gpu-check-h200/runs.tar.gz runs0/scale-default \
+    python -m tools.evidence.pack_calibration reports/gpu-check-h200/runs.tar.gz runs0/scale-default \
         reports/gpu-check-h200/gpu-check.json runs0/default-baseline > rssprobe/data/calibrations/h200-default.json
 
 Runs after the sweep (EXTRA: run directories in the same archive, of the same scenario, machine and
@@ -57,7 +57,7 @@ def main(archive: Path, sweep: str, check: Path, extra: list[str]) -> str:
                              f"{(host.get('mem_total_bytes') or 0) / 2**30:,.0f} GiB ({host.get('libc')})",
                   "memory_bytes": host.get("mem_total_bytes"),
                   "source": f"{archive}: {sweep}" + "".join(f", {run}" for run in extra)
-                            + " (packed by reports/estimate/pack_calibration.py)",
+                            + " (packed by tools/evidence/pack_calibration.py)",
                   "command": " ".join(str(a) for a in manifest.get("command", [])[1:])}
     return calibration.dumps(calibration.pack(cal, provenance))
 

@@ -1,8 +1,8 @@
 """Markdown tables for reports/cuda-pinned.md, from run directories (every figure read from the runs):
 
-    python reports/cuda-pinned/tables.py releases DIR...   # matrix dirs: per DeepSpeed release and rank
-    python reports/cuda-pinned/tables.py runs RUN...       # runs: predicted (and on CUDA measured) side by side
-    python reports/cuda-pinned/tables.py pairs A1 B1 A2 B2 ...  # step time B/A, paired, 95% t interval
+    python -m tools.evidence.cuda_pinned releases DIR...   # matrix dirs: per DeepSpeed release and rank
+    python -m tools.evidence.cuda_pinned runs RUN...       # runs: predicted (and on CUDA measured) side by side
+    python -m tools.evidence.cuda_pinned pairs A1 B1 A2 B2 ...  # step time B/A, paired, 95% t interval
 
 Each run's recorded pin requests are replayed through torch's rule (rssprobe.analysis.pinrule) three ways:
 as the run was (its torch, its PYTORCH_CUDA_ALLOC_CONF), with pin.register (every request at its own pages)

@@ -1,5 +1,5 @@
 """The runs behind reports/issue7693-answer.md: the committed run sets extracted, the fixes' runs collected into
-figures, and each fix's rssprobe options (answer.py is the command line; page.py writes the page from these)."""
+figures, and each fix's rssprobe options (__main__.py is the command line; page.py writes the page from these)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from rssprobe.analysis.pinned import request_ops
 from rssprobe.analysis.summary import Summary
 from rssprobe.store.rundir import RunDir
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "reports" / "issue7693-answer"  # the page's runs (runs.tar.gz) and a device call's results (device/)
 RSS = "budget.rss_above_baseline"  # RSS at the end census above the pre-model baseline (the H200 slope's figure)
 
 

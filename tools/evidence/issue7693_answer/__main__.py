@@ -1,8 +1,8 @@
 """reports/issue7693-answer.md, generated from runs (every figure is read from a run directory; nothing typed in):
 
-    python reports/issue7693-answer/answer.py page [--runs DIR] [--device DIR] [--out FILE]
-    python reports/issue7693-answer/answer.py collect DIR... [--h2d FILE] [--out FILE]   # runs -> fixes JSON
-    python reports/issue7693-answer/answer.py options FIX                             # rssprobe options of a fix
+    python -m tools.evidence.issue7693_answer page [--runs DIR] [--device DIR] [--out FILE]
+    python -m tools.evidence.issue7693_answer collect DIR... [--h2d FILE] [--out FILE]   # runs -> fixes JSON
+    python -m tools.evidence.issue7693_answer options FIX                             # rssprobe options of a fix
 
 `page` reads three sets of runs, each committed:
 * the H200 runs of reports/gpu-check-h200/runs.tar.gz (CUDA, measured): the 28 B/param decomposed (its size
@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from page import write_page  # type: ignore[import-not-found]  # beside this file
-from runsets import HERE, ROOT, collect, options, slug  # type: ignore[import-not-found]
+from .page import write_page
+from .runsets import HERE, ROOT, collect, options, slug
 
 
 def main(argv: list[str]) -> int:

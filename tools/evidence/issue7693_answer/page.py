@@ -1,6 +1,6 @@
-"""The page of reports/issue7693-answer.md (answer.py `page` calls write_page): every figure read from a run.
+"""The page of reports/issue7693-answer.md (__main__.py: `page` calls write_page): every figure read from a run.
 
-Sources (answer.py's docstring says which runs): the H200 runs (CUDA, measured), the release sweep (CPU runs,
+Sources (__main__.py's docstring says which runs): the H200 runs (CUDA, measured), the release sweep (CPU runs,
 CUDA predicted), this report's runs (CPU: the fixes' size sweeps and PR #8132 3 vs 3), and a device call's
 fixes.json / h2d.json when there is one (the "measured on CUDA" column).
 """
@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runsets import ROOT, collect, extract, run_dirs  # type: ignore[import-not-found]
-
 from rssprobe.analysis import fit, fixes
 from rssprobe.analysis.summary import Summary
 from rssprobe.store import campaign
 from rssprobe.store.rundir import RunDir
+
+from .runsets import ROOT, collect, extract, run_dirs
 
 H200_RUNS = ROOT / "reports" / "gpu-check-h200" / "runs.tar.gz"
 H200_JSON = ROOT / "reports" / "gpu-check-h200" / "gpu-check.json"
@@ -237,7 +237,7 @@ def page(h200: Path, pinned: Path, runs: Path, device: Path | None) -> str:
       "GPU_CHECK_TIMEOUT=60 EVIDENCE_S=330 bash tests/gpu/check.sh` with `.whl` carried; its `fixes.json` and "
       "`h2d.json` go in `reports/issue7693-answer/device/` and fill the last column.")
     w("")
-    w(f"Regenerate: `python reports/issue7693-answer/answer.py page` (generated "
+    w(f"Regenerate: `python -m tools.evidence.issue7693_answer page` (generated "
       f"{datetime.now(UTC).strftime('%Y-%m-%d')}).")
     return "\n".join(out) + "\n"
 

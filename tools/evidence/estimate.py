@@ -1,8 +1,8 @@
 """The tables of reports/estimate.md: each row's estimate against its measured runs.
 
-    python reports/estimate/tables.py heldout PLAN $OUT # heldout.py's output: the held-out validation
-    python reports/estimate/tables.py $OUT              # $OUT of evidence.sh (estimates/*.json, runs/<row>/run-*)
-    python reports/estimate/tables.py projections $OUT  # $OUT of projections.sh (GiB per node)
+    python -m tools.evidence.estimate heldout PLAN $OUT # estimate_heldout.py's output: the held-out validation
+    python -m tools.evidence.estimate $OUT              # $OUT of evidence.sh (estimates/*.json, runs/<row>/run-*)
+    python -m tools.evidence.estimate projections $OUT  # $OUT of projections.sh (GiB per node)
 
 For every row and figure (steady RSS, peak, initialize peak; each rank and, with several ranks, the node): the
 measured mean over the repeats, their spread (max - min: glibc's retention noise between identical runs), the
@@ -155,7 +155,7 @@ def field(out: Path) -> list[str]:
     return lines
 
 
-# ---- the held-out validation (heldout.py) ---------------------------------------------------------------------
+# ---- the held-out validation (estimate_heldout.py) ---------------------------------------------------------------
 # The issue's goals: with glibc's mmap threshold fixed every steady and peak figure within 3%; under glibc's own
 # threshold the point within 5%, and the 95% interval covering at least 90% of the measured runs while no wider
 # than +-10%.
@@ -290,7 +290,7 @@ def misses(plan_path: Path, out: Path, before: Path) -> list[str]:
              "after: estimate MiB [95%] | error | covered after |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     cells = {c.value: c for c in plans.load(plan_path).cells}
     # the second miss again, calibrated near its size as its estimate's note advises (--calibration-params 50M,75M,
-    # 100M), where heldout.py's OUT has that estimate (issue7693-near.json)
+    # 100M), where estimate_heldout.py's OUT has that estimate (issue7693-near.json)
     for name, value, near in (("miss1", "w1536-g3-6l-2r-6s", None), ("miss2", "issue7693-cpu-6s", None),
                               ("miss2", "issue7693-cpu-6s", out / "issue7693-near.json")):
         cell = cells[value]
