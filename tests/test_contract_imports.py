@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +57,16 @@ def sources() -> list[Path]:
 def test_imports_name_the_contract_module_that_owns_the_name() -> None:
     offenders = {str(p.relative_to(ROOT)): found for p in sources() if (found := face_imports(p))}
     assert set(offenders) <= LEGACY, {k: v for k, v in offenders.items() if k not in LEGACY}
+
+
+def test_code_in_strings_imports_by_module_too() -> None:
+    """Code run by another Python (`python -c`, the worker's Python asked a question) is a string to ast: read as
+    text. A face import there would fail only in that process."""
+    face = re.compile(r"from rssprobe import contract\b|import rssprobe\.contract\b(?!\.)|"
+                      r"from rssprobe\.contract import (?!(?:" + "|".join(sorted(SUBMODULES)) + r")\b)")
+    offenders = [f"{p.relative_to(ROOT)}:{n}" for p in sources() if p != Path(__file__).resolve()
+                 for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if face.search(line)]
+    assert offenders == []
 
 
 def test_the_package_face_holds_only_what_the_legacy_modules_read() -> None:

@@ -133,7 +133,8 @@ def test_sigkill_of_rssprobe_ends_torchrun_and_every_rank(tmp_path: Path) -> Non
 
 def test_a_parent_that_died_before_the_request_is_noticed() -> None:
     """The race of every PDEATHSIG user: the parent may be gone before the child asks. Then it ends at once."""
-    code = "import sys; from rssprobe import contract as l; l.die_with_parent(parent=int(sys.argv[1])); print('alive')"
+    code = ("import sys; from rssprobe.contract import lifeline as l; l.die_with_parent(parent=int(sys.argv[1])); "
+            "print('alive')")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     env.pop("RSSPROBE_ORCHESTRATOR_PID", None)
     here = subprocess.run([sys.executable, "-c", code, str(os.getpid())], capture_output=True, text=True, env=env)

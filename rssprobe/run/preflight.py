@@ -313,7 +313,7 @@ def static_lookup(path: str) -> tuple[bool | None, list[str]]:
 
 _ASK = """
 import json, sys
-from rssprobe.contract import SITES_ANSWER
+from rssprobe.contract.answers import SITES_ANSWER
 from rssprobe.worker.sites import SiteError, close_names, resolve
 out = {}
 for path in json.loads(sys.argv[1]):
