@@ -63,7 +63,7 @@ def load(name: str) -> KnownModel:
                     + f"known: {', '.join(names())}; any other: --hf-config its config.json)")
 
 
-# a config.json's keys that describe the file, not the model (kept out without being named one by one)
+# a config.json's keys that describe the file, not the model (left out, and named, whatever the model reads)
 METADATA = frozenset({"architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "auto_map"})
 
 
@@ -81,7 +81,7 @@ def from_config_json(path: Path) -> tuple[dict[str, Any], list[str]]:
     # None is "the default" in a config.json (and has no TOML form); a nested config is refused above
     kept = {k: v for k, v in data.items() if k in known and k not in METADATA and v is not None
             and not isinstance(v, dict)}
-    return kept, sorted(k for k in data if k not in kept and k not in METADATA and data[k] is not None)
+    return kept, sorted(k for k in data if k not in kept and data[k] is not None)
 
 
 def raw_scenario(name: str, hf: dict[str, Any], description: str) -> dict[str, Any]:
