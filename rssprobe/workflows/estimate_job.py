@@ -91,7 +91,8 @@ def other_way(target: arithmetic.Target, cal: Calibration, ram: int | None, load
     measured = [r for r in rows if r["measured"]]
     word = "fits" if all(r["verdict"] == "fits" for r in measured) else \
         "does not fit" if any(r["verdict"] == "does not fit" for r in measured) else "may not fit"
-    verdict = "" if ram is None else f": it {word} in {provision.gib(ram)} GiB"
+    partial = " during the phases estimated" if any(not r["measured"] for r in rows) else ""
+    verdict = "" if ram is None else f": it {word} in {provision.gib(ram)} GiB{partial}"
     sentence = (f"The other way, {how}: initialize peaks at about {provision.gib(init['bytes'])} GiB per node; "
                 f"provision at least {provision.gib(prov['bytes'])} GiB{verdict} "
                 f"({'--zero-init' if other.zero_init else '--no-zero-init'}).")
