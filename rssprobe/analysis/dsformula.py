@@ -12,6 +12,11 @@ Read from DeepSpeed 0.19.8 (as installed here; the same lines in master as store
   gpus_factor` without (l.4044): one node's GPUs, the states shared among the nodes.
 
 So for one node both agree; on K nodes ZeRO-2's figure grows K-fold in its copy term where ZeRO-3's does not.
+
+ZeRO-3 has a second row, zero_init (stage3.py:4033-4034 / 4041-4042: `cpu_mem = total_params * 18 * gpus_factor *
+1.5` with the parameters offloaded, 16 without): no model copies, the states alone.
+`estimate_zero3_model_states_mem_needs_all_cold` prints both rows; the one matching the target's zero.Init is
+reconciled (Llama-3-70B, 4 nodes x 8 GPUs, parameters offloaded: 443.53 GiB with zero_init=1, 3,154 without).
 """
 
 from __future__ import annotations
@@ -23,10 +28,18 @@ from .provision import gib
 FACTOR = 1.5  # additional_buffer_factor's default
 
 
-def formula(params: int, gpus_per_node: int, nodes: int, stage: int, offload_param: bool) -> dict[str, Any]:
+def formula(params: int, gpus_per_node: int, nodes: int, stage: int, offload_param: bool,
+            zero_init: bool = False) -> dict[str, Any]:
     """DeepSpeed's CPU figure per node, its formula with the numbers in, and its two terms (bytes, before the
-    buffer factor): the model copies it counts and the model states."""
+    buffer factor): the model copies it counts and the model states. `zero_init`: ZeRO-3's zero_init=1 row."""
     p = f"{params / 1e9:,.2f} B params" if params >= 1e8 else f"{params:,} params"
+    if stage == 3 and zero_init:
+        states = 18 if offload_param else 16
+        shared = states / nodes
+        text = f"{p} x {states}" + (f" / {nodes} nodes" if nodes > 1 else "") + f" x {FACTOR}"
+        return {"formula": text, "bytes": params * shared * FACTOR, "zero_init": True,
+                "where": f"DeepSpeed 0.19.8 {'stage3.py:4034' if offload_param else 'stage3.py:4042'}",
+                "copies_bytes": 0, "states_bytes": params * shared, "deciding": "model states"}
     if stage == 3:
         states = 18 if offload_param else 16
         copies = 4 * gpus_per_node
@@ -43,6 +56,7 @@ def formula(params: int, gpus_per_node: int, nodes: int, stage: int, offload_par
         per_param = max(copies, shared)
         where = "stage_1_and_2.py:4027"
     return {"formula": text, "bytes": params * per_param * FACTOR, "where": f"DeepSpeed 0.19.8 {where}",
+            "zero_init": False,
             "copies_bytes": params * copies, "states_bytes": params * shared,
             "deciding": "model copies" if copies >= shared else "model states"}
 
@@ -50,6 +64,11 @@ def formula(params: int, gpus_per_node: int, nodes: int, stage: int, offload_par
 def reconcile(f: dict[str, Any], node: dict[str, Any], nodes: int, stage: int) -> str:
     """One sentence: which of DeepSpeed's terms differs from rssprobe's figure, by how much, and why."""
     copy, steady, peak = node["initialize_model_copy_bytes"], node["steady_rss_bytes"], node["peak_rss_bytes"]
+    if f.get("zero_init"):
+        return (f"DeepSpeed's zero_init=1 row, {gib(f['bytes'])} GiB, is its model-states term alone "
+                f"({gib(f['states_bytes'])} GiB x {FACTOR}: no model copy, as under zero.Init); rssprobe's "
+                f"{gib(steady)} GiB steady is the live buffers of the target's exact partitions, each process's "
+                f"baseline and fixed cost and glibc's retention, {gib(peak)} GiB at the peak.")
     if f["deciding"] == "model copies":
         sentence = (f"DeepSpeed's {gib(f['bytes'])} GiB is its model-copy term ({gib(f['copies_bytes'])} GiB of "
                     f"fp32 copies x {FACTOR}); rssprobe measures those copies only during initialize "

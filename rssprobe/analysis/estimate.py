@@ -123,11 +123,26 @@ class Target:
     via: str = "torch"  # "register": pin.register pins every request at its own size
     steps: int | None = None
     zero_init: bool = False  # the model built under zero.Init: no whole copy per rank (a change, not measured)
+    # bytes per parameter of the whole model each rank holds before initialize (without zero.Init): 4 as the
+    # calibration builds it (fp32), 2 for a from_pretrained load in bf16 (torch_dtype, as Trainer jobs load)
+    load_bytes: int = 4
+    # the fraction of the parameters that train (an adapter: 0.005): DeepSpeed's optimizer partitions (fp32 master,
+    # its gradient, Adam's two states, the bit16 gradient partitions) hold trainable parameters only
+    trainable: float = 1.0
 
 
-def live(shape: Shape, zero: Zero, at: str) -> dict[str, int]:
-    """Host bytes per role of one rank after `at` (init / step)."""
-    return partition.roles(partition.buffers(shape, zero), zero.accelerator != "cpu", at)
+# the roles that exist for trainable parameters only (the optimizer's param groups hold only those: HF Trainer
+# passes the parameters that require grad); the bit16 parameters and the temp buffers stay the whole model's
+TRAINABLE_ROLES = ("fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq", "h2d_staging", "grad_partitions")
+
+
+def live(shape: Shape, zero: Zero, at: str, trainable: float = 1.0) -> dict[str, int]:
+    """Host bytes per role of one rank after `at` (init / step); with a trainable fraction below 1 the
+    optimizer's roles are that fraction of the full model's (predicted: DeepSpeed's padding not recomputed)."""
+    out = partition.roles(partition.buffers(shape, zero), zero.accelerator != "cpu", at)
+    if trainable < 1.0:
+        out = {role: round(b * trainable) if role in TRAINABLE_ROLES else b for role, b in out.items()}
+    return out
 
 
 def pinned(shape: Shape, zero: Zero, rule: Rule, via: str) -> dict[str, int]:
@@ -219,7 +234,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     f = f or fits(cal.points, calibration_steps(target, cal))
     shape, zero = target.shape, target.zero
     base = k * min(p.baseline for p in cal.points)  # the lowest pre-model baseline measured: exact enough a floor
-    roles, roles_init = live(shape, zero, "step"), live(shape, zero, "init")
+    roles, roles_init = live(shape, zero, "step", target.trainable), live(shape, zero, "init", target.trainable)
     slack = Term.exact(k * pinned(shape, zero, target.rule, target.via)["slack"])
     x = {term: size(shape, zero, term) for term in GROWS_WITH}
     now, after_init = Term.exact(k * sum(roles.values())) + slack, Term.exact(k * sum(roles_init.values())) + slack
@@ -229,8 +244,10 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
            "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base)}
     # the model every rank holds before initialize, fp32 as built; loaded, its tensors may stay in the mapped
     # checkpoint, not resident until read (docs/your-job.md): then the baseline alone is exact
-    whole = 0 if "checkpoint_load" in f else partition.FP32 * shape.params
-    copy = fitted(f["model_copy"], x["model_copy"], k, k * whole + base)
+    whole = 0 if "checkpoint_load" in f else target.load_bytes * shape.params
+    # the calibration built its models in fp32: a model loaded in bf16 is the same line at half the bytes per
+    # parameter (the fit evaluated at load_bytes / 4 of the parameters: its intercept, the baseline, unchanged)
+    copy = fitted(f["model_copy"], x["model_copy"] * target.load_bytes / partition.FP32, k, k * whole + base)
     out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
     out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
     peaks = [out["step_peak"], out["initialize_peak"]]
@@ -296,8 +313,9 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
     f = fits(cal.points, steps)
     k = target.ranks_per_node
     rank_terms, node_terms = terms(target, cal, 1, f), terms(target, cal, k, f)
-    rank = {**view(rank_terms, live(target.shape, target.zero, "step"), 1), **rank_details(target, cal, f)}
-    node = {**view(node_terms, live(target.shape, target.zero, "step"), k), "ranks": k}
+    roles = live(target.shape, target.zero, "step", target.trainable)
+    rank = {**view(rank_terms, roles, 1), **rank_details(target, cal, f)}
+    node = {**view(node_terms, roles, k), "ranks": k}
     far_by = target.shape.params / max(cal.params)
     notes = []
     if target.steps and target.steps > cal.steps:

@@ -34,8 +34,9 @@ def gib(n: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 10 else f"{v:,.2f}"
 
 
-LOAD_NOT_ESTIMATED = ("not estimated: the calibration loads no checkpoint; for a transformers model, estimate "
-                      "with --set 'model.load=\"checkpoint\"' (its calibration then loads; docs/your-job.md)")
+LOAD_NOT_ESTIMATED = "not estimated: the calibration loads no checkpoint (the answer says how to measure it)"
+SAVE_NOT_ESTIMATED = "not estimated: the calibration saves no checkpoint (the answer says how to measure it)"
+# (workflows/estimate.py replaces the parenthesis with the command that measures it for the target)
 
 
 def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:
@@ -44,8 +45,7 @@ def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:
     for label, key in PHASES:
         field = arithmetic.FIELDS.get(key, key)
         if f"{field}_bytes" not in node:
-            why = LOAD_NOT_ESTIMATED if key == "checkpoint_load" else \
-                "not measured: the calibration's scenario saves no checkpoint ([checkpoint] table)"
+            why = LOAD_NOT_ESTIMATED if key == "checkpoint_load" else SAVE_NOT_ESTIMATED
             out.append({"phase": label, "key": key, "measured": False, "why": why})
             continue
         value, high = node[f"{field}_bytes"], node[f"{field}_bytes_high"]
@@ -73,36 +73,47 @@ def changes(target: Target, cal: Calibration, ram: int | None) -> list[dict[str,
     them that change no rank count together, and the most ranks per node that fit (without a RAM: half)."""
     before = _node_peak(target, cal).upper
     options: list[tuple[str, str, Target]] = []
+    flags: dict[str, list[str]] = {}
     if target.zero.accelerator != "cpu":
         options.append(("pinned buffers at their own size", "--patch pin.register: DeepSpeed's pinned buffers "
                         "registered at their own size, no power-of-two rounding (issue 30 names the fixes)",
                         replace(target, via="register")))
+        flags["pinned buffers at their own size"] = ["--patch", "pin.register"]
     one = arithmetic.terms(target, cal, 1)
     if one["initialize_model_copy"].value >= one["initialize_state"].value and not target.zero_init:
         z3 = target.zero if target.zero.stage == 3 else replace(target.zero, stage=3, offload_param=False)
         options.append(("zero.Init", "build the model under deepspeed.zero.Init (ZeRO-3"
                         + ("" if target.zero.stage == 3 else "; optimizer offloaded, parameters on the device")
-                        + "): no whole fp32 copy per rank during initialize", replace(target, zero=z3, zero_init=True)))
+                        + "): no whole copy of the model per rank during initialize",
+                        replace(target, zero=z3, zero_init=True)))
+        flags["zero.Init"] = ["--zero-init"] + ([] if target.zero.stage == 3 else
+                                                ["--stage", "3", "--no-offload-param"])
     if target.zero.stage < 3 and not any(name == "zero.Init" for name, _how, _t in options):
         options.append(("ZeRO-3", "zero_optimization.stage 3 (parameters partitioned; offloaded where they are "
                         "offloaded now)", replace(target, zero=replace(target.zero, stage=3))))
+        flags["ZeRO-3"] = ["--stage", "3", "--offload-param" if target.zero.offload_param else "--no-offload-param",
+                           "--no-zero-init"]
     if len(options) > 1:
         both = target
         for _name, _how, changed in options:
             both = replace(both, via=changed.via if changed.via != target.via else both.via,
                            zero=changed.zero if changed.zero != target.zero else both.zero,
                            zero_init=both.zero_init or changed.zero_init)
-        options.append((" and ".join(name for name, _how, _t in options), "all of the above", both))
+        together = " and ".join(name for name, _how, _t in options)
+        flags[together] = [w for name, _how, _t in options for w in flags[name]]
+        options.append((together, "all of the above", both))
     fewer = _fewer_ranks(target, cal, ram)
     if fewer is not None:
         options.append(fewer)
+        word = "--gpus-per-node" if target.zero.accelerator == "cuda" else "--ranks-per-node"
+        flags[fewer[0]] = [word, str(fewer[2].ranks_per_node)]
     out = []
     for name, how, changed in options:
         after = _node_peak(changed, cal).upper
         if after >= before:
             continue
         out.append({"change": name, "how": how, "saving_bytes": before - after, "peak_upper_bytes": after,
-                    "fits": None if ram is None else after <= ram})
+                    "fits": None if ram is None else after <= ram, "flags": flags[name]})
     return out
 
 
@@ -115,8 +126,9 @@ def _fewer_ranks(target: Target, cal: Calibration, ram: int | None) -> tuple[str
     for k in range(target.ranks_per_node - 1, 0, -1) if ram is not None else [target.ranks_per_node // 2]:
         changed = with_ranks(k) if k >= 1 else None
         if changed is not None and (ram is None or _node_peak(changed, cal).upper <= ram):
-            label = f"{k} rank{'s' if k > 1 else ''} per node"
-            return label, f"--ranks-per-node {k}: world {k * target.nodes}", changed
+            unit = "GPU" if target.zero.accelerator == "cuda" else "rank"
+            label = f"{k} {unit}{'s' if k > 1 else ''} per node"
+            return label, f"world {k * target.nodes}", changed
     return None
 
 
@@ -127,27 +139,47 @@ def lock_check(pinned_rank_bytes: int, lock_limit: int | None) -> dict[str, Any]
     return {"pinned_rank_bytes": pinned_rank_bytes, "limit_bytes": lock_limit, "fits": pinned_rank_bytes <= lock_limit}
 
 
+def _phases(rows: list[dict[str, Any]]) -> str:
+    names = [r["phase"] for r in rows]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def answer(what: str, node: dict[str, Any], rows: list[dict[str, Any]], prov: dict[str, Any], ram: int | None,
-           ram_from: str | None, fixes: list[dict[str, Any]]) -> list[str]:
-    """The answer in sentences, the first answering "how much host RAM per node, and does it fit" in numbers."""
+           ram_from: str | None, fixes: list[dict[str, Any]], measure: str | None = None,
+           commands: list[str] | None = None) -> list[str]:
+    """The answer in sentences, the first answering "how much host RAM per node, and does it fit" in numbers. Each
+    phase's verdict word is its row's (fits / may not fit / does not fit); a phase that is not estimated is named in
+    the first sentence, with `measure` (how to measure it), and the answer never says only "fits" then.
+    `commands`: each change's command line, as it runs for this target."""
     steady = next(r for r in rows if r["key"] == "steady")
     first = (f"{what} needs about {gib(steady['bytes'])} GiB of host RAM per node steady and "
              f"{gib(node['peak_rss_bytes'])} GiB at its peak; provision at least {gib(prov['bytes'])} GiB "
              f"(highest phase: {prov['phase']}, {'upper 95%' if prov['interval'] else 'no interval'})")
+    missing = [r for r in rows if not r["measured"]]
+    unknown = "" if not missing else (f"; the {_phases(missing)} {'is' if len(missing) == 1 else 'are'} not "
+                                      "estimated" + (f": {measure}" if measure else ""))
     if ram is None:
-        return [first + "."]
-    short = [r for r in rows if r["measured"] and r["verdict"] != "fits"]
+        return [first + unknown + "."]
+    measured = [r for r in rows if r["measured"]]
+    by_word = {word: [r for r in measured if r["verdict"] == word] for word in ("does not fit", "may not fit", "fits")}
+    short = by_word["does not fit"] + by_word["may not fit"]
     if not short:
-        return [first + f": it fits in {gib(ram)} GiB ({ram_from})."]
-    worst = max(short, key=lambda r: r["upper_bytes"])
-    says = "does not fit" if any(r["verdict"] == "does not fit" for r in short) else "may not fit"
-    out = [first + f": it {says} in {gib(ram)} GiB ({ram_from}) during "
-           f"{', '.join(r['phase'] for r in short)}, short by up to {gib(worst['upper_bytes'] - ram)} GiB."]
-    fitting = [c for c in fixes if c["fits"]]
+        where = f" during {_phases(measured)}" if missing else ""
+        return [first + f": it fits in {gib(ram)} GiB ({ram_from}){where}{unknown}."]
+    parts = []
+    for word in ("does not fit", "may not fit"):
+        if by_word[word]:
+            worst = max(by_word[word], key=lambda r: r["upper_bytes"])
+            parts.append(f"{word} during {_phases(by_word[word])} (short by up to "
+                         f"{gib(worst['upper_bytes'] - ram)} GiB)")
+    out = [first + f": in {gib(ram)} GiB ({ram_from}) it " + " and ".join(parts)
+           + (f"; it fits during {_phases(by_word['fits'])}" if by_word["fits"] else "") + unknown + "."]
+    fitting = [(i, c) for i, c in enumerate(fixes) if c["fits"]]
     if fitting:
-        c = fitting[0]
+        i, c = fitting[0]
         out.append(f"The cheapest change that makes it fit: {c['change']} ({c['how']}), saving about "
-                   f"{gib(c['saving_bytes'])} GiB of the peak.")
+                   f"{gib(c['saving_bytes'])} GiB of the peak"
+                   + (f": {commands[i]}" if commands else "") + ".")
     elif fixes:
         out.append("No change here makes it fit: " + "; ".join(f"{c['change']} saves about "
                                                               f"{gib(c['saving_bytes'])} GiB" for c in fixes) + ".")

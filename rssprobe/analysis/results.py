@@ -182,6 +182,9 @@ class Estimate(TypedDict):
     deepspeed_estimate_rank_bytes: float | None
     deepspeed_estimator: str | None
     deepspeed_formula: dict[str, Any]
+    deepspeed_formula_rows: list[dict[str, Any]]  # ZeRO-3: zero_init=0 and =1, the target's marked
+    assumptions: list[str]  # the job as the trainer runs it (config/trainerjob.py)
+    other_way: dict[str, Any] | None  # ZeRO-3: the estimate with zero.Init the other way
     versions: dict[str, Any]
     measured_terms: dict[str, str]
     predicted_terms: dict[str, str]

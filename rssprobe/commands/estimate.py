@@ -38,6 +38,15 @@ from . import common_args
               "--no-offload-param).")
 @click.option("--offload-param/--no-offload-param", "offload_param", default=None,
               help="ZeRO-3: parameters offloaded to the CPU (default with --stage 3).")
+@click.option("--zero-init/--no-zero-init", "zero_init", default=None,
+              help="ZeRO-3: the model built (or loaded) under deepspeed.zero.Init, each rank holding its partition "
+                   "(default on for a transformers model at ZeRO-3, as HF Trainer and accelerate build it).")
+@click.option("--load-dtype", type=click.Choice(["bf16", "fp32"]),
+              help="The dtype a transformers model is loaded in, from_pretrained(torch_dtype=...) (default bf16, as "
+                   "Trainer jobs load published checkpoints).")
+@click.option("--trainable", metavar="N|P%",
+              help="Trainable parameters, a count (40M) or a share (0.5%) for an adapter: the optimizer's states, "
+                   "fp32 master and gradients hold those only (default: all).")
 @click.option("--node-ram", type=common_args.byte_size(), metavar="SIZE",
               help="The node's RAM for the job, e.g. 2T or 1536G (default for a CPU target on one node: this "
                    "machine's MemTotal or cgroup limit, the smaller).")
@@ -67,7 +76,8 @@ from . import common_args
 @common_args.format_option(["terminal", "json", "markdown"])
 def command(scenario_ref: str | None, model: str | None, hf_config: Path | None, overrides: tuple[str, ...],
             steps: int | None, params: float | None, gpus_per_node: int | None, ranks_per_node: int | None, nodes: int,
-            accelerator: str | None, stage: int | None, offload_param: bool | None, node_ram: int | None,
+            accelerator: str | None, stage: int | None, offload_param: bool | None, zero_init: bool | None,
+            load_dtype: str | None, trainable: str | None, node_ram: int | None,
             calibration: Path | None, calibrate: bool, fresh: bool, allocator: str, malloc_env: tuple[str, ...],
             patches: tuple[str, ...], torch_alloc_conf: str | None, repeat: int | None,
             calibration_ranks: int | None, calibration_steps: int | None, calibration_params: list[float] | None,
@@ -82,5 +92,6 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
         options=common_args.run_options(patches=patches, allocator=allocator, malloc_env=malloc_env, repeat=repeat,
                                         env_ref=env_ref, python=python),
         torch_alloc_conf=torch_alloc_conf, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
-        calibration_params=calibration_params, argv=list(sys.argv)))
+        calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
+        trainable=trainable))
     estimateviews.show(data, fmt)

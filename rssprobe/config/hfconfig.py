@@ -15,6 +15,7 @@ import functools
 import math
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
@@ -39,10 +40,41 @@ def _transformers() -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _known_keys(model_type: str) -> frozenset[str]:
+    """The keys a config of `model_type` takes: its class's fields and aliases, and the keys its model's own
+    source reads from the config (Qwen3-MoE's head_dim is no field of its config class, yet its attention is
+    sized by it: dropping it counted 30.08 B where transformers builds 30.53 B)."""
     tf = _transformers()
     cls = tf.CONFIG_MAPPING[model_type]
     default = cls()
-    return frozenset(default.to_dict()) | frozenset(getattr(cls, "attribute_map", {}) or {}) | COMMON_KEYS
+    return (frozenset(default.to_dict()) | frozenset(getattr(cls, "attribute_map", {}) or {}) | COMMON_KEYS
+            | _read_by_model(cls))
+
+
+# `config.NAME`, `self.config.NAME`, `getattr(config, "NAME"` in a modeling file: what the model reads
+_READS = re.compile(r"config\.([A-Za-z_][A-Za-z0-9_]*)|getattr\(\s*(?:self\.)?\w*config\s*,\s*[\"']([A-Za-z_]\w*)[\"']")
+
+
+def _read_by_model(cls: Any) -> frozenset[str]:
+    """Names the model's source (modeling_<type>.py beside the config's module) reads from its config."""
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    source = getattr(module, "__file__", None)
+    if not source:
+        return frozenset()
+    path = Path(source)
+    modeling = path.with_name(path.name.replace("configuration_", "modeling_", 1))
+    try:
+        text = modeling.read_text(encoding="utf-8")
+    except OSError:
+        return frozenset()
+    return frozenset(a or b for a, b in _READS.findall(text)) - _NOT_KEYS
+
+
+# what `config.` is followed by that is no setting (methods, the config's own machinery)
+_NOT_KEYS = frozenset({"get", "to_dict", "get_text_config", "_attn_implementation", "__class__"})
+# lists of layer indices (not one value per layer): resized by dropping the indices past the new count
+INDEX_LISTS = ("mlp_only_layers",)
 
 
 def layers_key(config: Any) -> str:
@@ -51,9 +83,24 @@ def layers_key(config: Any) -> str:
 
 
 def with_layers(hf: dict[str, Any], config_class: Any, layers: int) -> dict[str, Any]:
-    """`hf` with its layer count set to `layers`, under the config's own key (no alias left to contradict it)."""
+    """`hf` with its layer count set to `layers`, under the config's own key (no alias left to contradict it),
+    and every per-layer list kept consistent with it: a list of one value per layer (`layer_types`: gpt-oss,
+    Gemma-2/3, any config transformers 5 writes) cut to the first `layers` (or repeated to them: its pattern),
+    a list of layer indices (`mlp_only_layers`) cut to those below `layers`. Without this a one-layer resize of
+    a 24-layer config was refused ("num_hidden_layers (1) must be equal to the number of layer_types (24)")."""
     key = layers_key(config_class)
-    return {**{k: v for k, v in hf.items() if k not in (LAYERS, key)}, key: layers}
+    now = hf.get(key, hf.get(LAYERS))
+    out: dict[str, Any] = {}
+    for k, v in hf.items():
+        if k in (LAYERS, key):
+            continue
+        if k in INDEX_LISTS and isinstance(v, list):
+            v = [i for i in v if isinstance(i, int) and i < layers]
+        elif isinstance(v, list) and v and (k == "layer_types" or (isinstance(now, int) and len(v) == now
+                                            and not k.endswith("token_id"))):
+            v = [v[i % len(v)] for i in range(layers)]
+        out[k] = v
+    return {**out, key: layers}
 
 
 def build_config(hf: dict[str, Any], label: str, layers: int | None = None) -> Any:

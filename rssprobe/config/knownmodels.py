@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..store import reader
-from . import hfconfig
+from . import hfconfig, hfnames
 
 PACKAGE = "rssprobe.data"
 FOLDER = "models"
@@ -63,19 +63,25 @@ def load(name: str) -> KnownModel:
                     + f"known: {', '.join(names())}; any other: --hf-config its config.json)")
 
 
+# a config.json's keys that describe the file, not the model (left out, and named, whatever the model reads)
+METADATA = frozenset({"architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "auto_map"})
+
+
 def from_config_json(path: Path) -> tuple[dict[str, Any], list[str]]:
-    """The shape keys of a Hugging Face config.json (those its config class knows) and the keys left out."""
+    """The keys of a Hugging Face config.json that its model reads (its config class's fields and what its
+    modeling code reads: hfconfig._known_keys) and the keys left out. What estimate cannot take is refused first,
+    before transformers is imported (config/hfnames.py: a multimodal or encoder-decoder config, an unknown type)."""
     data = reader.read_json_object(path, "Hugging Face config.json")
-    model_type = data.get("model_type")
-    if not isinstance(model_type, str):
-        raise UserError(f"{path}: no model_type (a Hugging Face config.json names its model_type, e.g. \"llama\")")
+    hfnames.check(data, str(path))
+    model_type = data["model_type"]
     tf = hfconfig._transformers()
     if model_type not in tf.CONFIG_MAPPING:
         raise UserError(f"{path}: model_type {model_type!r} is not one transformers {tf.__version__} knows")
     known = hfconfig._known_keys(model_type)
-    kept = {k: v for k, v in data.items() if k in known and k not in ("dtype", "torch_dtype")
+    # None is "the default" in a config.json (and has no TOML form); a nested config is refused above
+    kept = {k: v for k, v in data.items() if k in known and k not in METADATA and v is not None
             and not isinstance(v, dict)}
-    return kept, sorted(k for k in data if k not in kept)
+    return kept, sorted(k for k in data if k not in kept and data[k] is not None)
 
 
 def raw_scenario(name: str, hf: dict[str, Any], description: str) -> dict[str, Any]:

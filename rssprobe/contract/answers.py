@@ -38,4 +38,5 @@ class DeepSpeedInfo(TypedDict):
     deepspeed: str
     zero_defaults: dict[str, Any]  # DeepSpeedZeroConfig's sub_group_size, persistence thresholds, pin_memory
     estimator_cpu_bytes: int | None  # DeepSpeed's own estimate of the node's host memory (model states)
+    estimator_cpu_bytes_zero_init: int | None  # ZeRO-3: the same with zero_init=True (None below stage 3)
     estimator: str | None  # the function that gave it

@@ -73,7 +73,8 @@ def changes_table(data: dict[str, Any], u: Unit) -> Table | None:
               ["change", "saves (upper 95%)", "peak then (upper 95%)", "fits", "how"])
     for c in data["changes"]:
         t.rows.append([c["change"], u(c["saving_bytes"]), u(c["peak_upper_bytes"]),
-                       NA if c["fits"] is None else "yes" if c["fits"] else "no", c["how"]])
+                       NA if c["fits"] is None else "yes" if c["fits"] else "no",
+                       f"{c['how']}: {c['command']}" if c.get("command") else c["how"]])
     t.note = "each the same estimate for the changed run; a change of ZeRO stage keeps the calibration's fitted terms"
     return t
 
@@ -104,8 +105,12 @@ def tables(data: dict[str, Any]) -> list[Table]:
     out.append(main)
     f = data["deepspeed_formula"]
     versus = Table(f"Against DeepSpeed's own estimator ({u.name}, per node)", ["estimate", "node", "formula"])
-    versus.rows.append([f"DeepSpeed {data['deepspeed_estimator']}", u(data["deepspeed_estimate_bytes"]),
-                        f"{f['formula']} ({f['where']})"])
+    for row in data.get("deepspeed_formula_rows") or [{**f, "deepspeed_bytes": data["deepspeed_estimate_bytes"]}]:
+        label = f"DeepSpeed {data['deepspeed_estimator']}" + (
+            f", zero_init={int(row['zero_init'])}" if len(data.get("deepspeed_formula_rows") or []) > 1 else "") + (
+            " (the target's)" if row.get("matches_target") and len(data.get("deepspeed_formula_rows") or []) > 1
+            else "")
+        versus.rows.append([label, u(row["deepspeed_bytes"]), f"{row['formula']} ({row['where']})"])
     versus.rows.append(["rssprobe: steady RSS", u(node["steady_rss_bytes"]), ""])
     versus.rows.append(["rssprobe: peak RSS", u(node["peak_rss_bytes"]), ""])
     versus.note = f["reconciled"]
@@ -146,6 +151,7 @@ def header_lines(data: dict[str, Any]) -> list[str]:
         for term, source in terms.items():
             by_source.setdefault(source, []).append(term.replace("_", " "))
         lines += [f"{word}: {', '.join(names)}: {source}" for source, names in by_source.items()]
+    lines += [f"assumed: {a}" for a in data.get("assumptions", [])]
     lines += [f"NOTE: {n}" for n in data["notes"]]
     lines += [f"WARNING: {c}" for c in data["checks"]]
     lines += [f"WARNING: calibration run left out: {p}" for p in data["calibration"]["left_out"]]

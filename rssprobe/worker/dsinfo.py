@@ -33,12 +33,17 @@ def ask(request: dict[str, object]) -> DeepSpeedInfo:
         int(request["params"]), int(request["ranks_per_node"]), int(request["nodes"]),  # type: ignore[call-overload]
         stage=stage, offload_param=bool(request["offload_param"]),
         largest_layer_params=int(request["largest_layer"]))  # type: ignore[call-overload]
+    # stage 3's estimator has a row per zero.Init (estimate_zero3_model_states_mem_needs_all_cold prints both)
+    with_init = training.estimator_cpu_bytes(
+        int(request["params"]), int(request["ranks_per_node"]), int(request["nodes"]),  # type: ignore[call-overload]
+        stage=3, offload_param=bool(request["offload_param"]),
+        largest_layer_params=int(request["largest_layer"]), zero_init=True) if stage == 3 else None  # type: ignore[call-overload]
     return {"torch": torch.__version__, "deepspeed": deepspeed.__version__,
             "zero_defaults": {"sub_group_size": int(zero.sub_group_size),
                               "param_persistence_threshold": int(zero.param_persistence_threshold),
                               "model_persistence_threshold": int(zero.model_persistence_threshold),
                               "pin_memory": bool(DeepSpeedZeroOffloadOptimizerConfig().pin_memory)},
-            "estimator_cpu_bytes": estimate,
+            "estimator_cpu_bytes": estimate, "estimator_cpu_bytes_zero_init": with_init,
             "estimator": "estimate_zero3_model_states_mem_needs" if stage == 3
             else "estimate_zero2_model_states_mem_needs"}
 

@@ -149,18 +149,19 @@ def initialize(model: Any, groups: list[dict[str, Any]], ds_config: dict[str, An
 
 
 def estimator_cpu_bytes(params: int, ranks_per_node: int = 1, nodes: int = 1, stage: int = 2,
-                        offload_param: bool = False, largest_layer_params: int = 0) -> int | None:
+                        offload_param: bool = False, largest_layer_params: int = 0,
+                        zero_init: bool = False) -> int | None:
     """DeepSpeed's own host-memory estimate with CPU optimizer offload: absolute bytes for a whole node
     of `ranks_per_node` ranks (model states only), for reference. Stages 1 and 2 share ZeRO-2's estimator
     (DeepSpeed has none for stage 1); stage 3's is told whether parameters are offloaded too, and that the
-    model was not built under zero.Init (it is built whole, then partitioned by initialize)."""
+    model was not built under zero.Init (it is built whole, then partitioned by initialize) unless `zero_init`."""
     try:
         if stage == 3:
             from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
 
             cpu_mem, *_gpu = estimate_zero3_model_states_mem_needs(
                 params, largest_layer_params, num_gpus_per_node=ranks_per_node, num_nodes=nodes,
-                cpu_offload=True, cpu_offload_params=offload_param, zero_init=False)
+                cpu_offload=True, cpu_offload_params=offload_param, zero_init=zero_init)
             return cpu_mem
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
     except ImportError:

@@ -37,7 +37,7 @@ from ..analysis.pinrule import KEYS_SINCE, Rule
 from ..analysis.results import Estimate
 from ..analysis.summary import ELEMENT_BYTES
 from ..campaign import engine, scale
-from ..config import hfconfig, knownmodels, modelshape, patchsets, scenario, torch_alloc_conf
+from ..config import hfconfig, knownmodels, modelshape, patchsets, scenario, torch_alloc_conf, trainerjob
 from ..config.runoptions import RunOptions
 from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
@@ -50,6 +50,7 @@ from ..run.envs import resolve_python
 from ..run.group import Start
 from ..store import layout, reader
 from ..store.writer import now_iso, write_json_atomic
+from . import estimate_job
 
 CALIBRATION_LAYERS = (1, 2, 3)  # times the param groups: the smallest models of the scenario's shape ...
 CALIBRATION_SPAN = 2  # ... stretched until the largest has this many times the smallest's parameters
@@ -106,6 +107,10 @@ class Request:
     calibration_steps: int | None = None
     calibration_params: list[float] | None = None
     argv: list[str] = field(default_factory=list)
+    # the job as the trainer runs it (config/trainerjob.py; None: HF Trainer / accelerate's default)
+    zero_init: bool | None = None
+    load_dtype: str | None = None
+    trainable: str | None = None
 
 
 @dataclass
@@ -190,6 +195,15 @@ def target_scenario(req: Request, read: tuple[str, dict[str, Any]] | None = None
             origin = f"{req.hf_config}" + (f" (not shapes, left out: {', '.join(dropped)})" if dropped else "")
         label = req.model or str(req.hf_config)
         scen = spec.apply(raw, label)
+        if req.model is not None and req.params is not None:
+            published = hfconfig.build_config(dict(known.hf), label)
+            layers = int(getattr(published, hfconfig.layers_key(published)))
+            if scen.model.n_layers != layers:
+                raise UserError(f"--model {req.model} --params {req.params:g}: {known.name} is "
+                                f"{known.params / 1e9:,.2f} B params ({layers} layers) as published; --params would "
+                                f"rebuild it with {scen.model.n_layers} layers under the same name: drop --params "
+                                "(or, for another size of this architecture, a SCENARIO or --hf-config of its "
+                                "config.json with that num_hidden_layers)")
     else:
         scen = spec.apply(read[1], read[0]) if read else spec.load()
         origin = f"scenario {req.scenario_ref}"
@@ -426,6 +440,8 @@ def run(req: Request) -> Estimate:
     read = scenario.read(req.scenario_ref) if req.scenario_ref is not None and req.model is None \
         and req.hf_config is None else None
     scen, shape, origin = target_scenario(req, read)
+    job = trainerjob.resolve(req.zero_init, req.load_dtype, req.trainable, scen.zero.stage, scen.model.kind,
+                             shape.params)
     ranks = q.ranks
     asked = list(req.options.patches)
     patchsets.resolve(scen, False, False, asked)  # an unknown intervention is refused as `run` refuses it
@@ -472,7 +488,8 @@ def run(req: Request) -> Estimate:
     cal = calib.load(directory, defaults)
     rule = _rule(cal.versions.get("torch"), req.torch_alloc_conf)
     target = arithmetic.Target(shape, zero, ranks, req.nodes, rule,
-                               "register" if PIN_REGISTER in asked else "torch", scen.steps)
+                               "register" if PIN_REGISTER in asked else "torch", scen.steps, zero_init=job.zero_init,
+                               load_bytes=job.load_bytes, trainable=job.trainable)
     out = arithmetic.estimate(target, cal)
     measured, predicted = _terms(cal, rule, req, q, info)
     notes = list(out.pop("notes"))
@@ -496,15 +513,39 @@ def run(req: Request) -> Estimate:
     rows = provision.phases(out["node"], ram)
     prov = provision.provision(rows)
     fixes = provision.changes(target, cal, ram)
+    argv = estimate_job.user_argv(req.argv)
+    for c in fixes:
+        c["command"] = estimate_job.command(argv, c["flags"])
     unit = ("GPU" if q.accelerator == "cuda" else "CPU rank") + ("s" if ranks != 1 else "")
-    what = (f"{scen.name} ({shape.params / 1e9:,.2f} B params)" if shape.params >= 1e9 else
-            f"{scen.name} ({shape.params / 1e6:,.1f} M params)") + f" at ZeRO-{zero.stage} on {ranks} {unit} per node"
+    loaded = [f"loaded in {job.load_dtype}"] if scen.model.kind == "transformers" else []
+    loaded += [f"{job.trainable:.2%} trainable"] if job.trainable < 1 else []
+    size = f"{shape.params / 1e9:,.2f} B params" if shape.params >= 1e9 else f"{shape.params / 1e6:,.1f} M params"
+    init = "" if zero.stage < 3 else " under zero.Init" if job.zero_init else " without zero.Init"
+    what = f"{scen.name} ({', '.join([size, *loaded])}) at ZeRO-{zero.stage}{init} on {ranks} {unit} per node"
+    measure = estimate_job.measure_hint(q.accelerator, rows, bool(cal.provenance.get("packaged")), req.argv)
+    for r in rows:
+        if not r["measured"] and measure:
+            r["why"] = r["why"].replace("(the answer says how to measure it)", f"; {measure}")
+    answer = provision.answer(what, out["node"], rows, prov, ram, ram_from, fixes, measure,
+                              [c["command"] for c in fixes])
+    other = estimate_job.other_way(target, cal, ram, job.load_dtype) if zero.stage == 3 else None
+    if other is not None:
+        answer.insert(1, other["sentence"])
+    assumptions = job.assumptions(zero.stage, scen.zero.offload_optimizer is not None, zero.offload_param,
+                                  scen.model.kind)
     lock = provision.lock_check(out["rank"]["pinned_requested_bytes"],
                                 memlimits.lock_limit() if q.for_this_machine else None)
-    formula = dsformula.formula(shape.params, ranks, req.nodes, zero.stage, zero.offload_param)
-    estimator = info["estimator_cpu_bytes"]
+    rows_ds = [dsformula.formula(shape.params, ranks, req.nodes, zero.stage, zero.offload_param, z)
+               for z in ((False, True) if zero.stage == 3 else (False,))]
+    formula = next((f for f in rows_ds if f["zero_init"] == (job.zero_init and zero.stage == 3)), rows_ds[0])
+    ds_values = {False: info["estimator_cpu_bytes"], True: info.get("estimator_cpu_bytes_zero_init")}
+    for f in rows_ds:
+        f["deepspeed_bytes"] = ds_values[f["zero_init"]]
+        f["matches_target"] = f is formula
+    estimator = formula["deepspeed_bytes"]
     return cast(Estimate, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
-            "answer": provision.answer(what, out["node"], rows, prov, ram, ram_from, fixes),
+            "answer": answer, "assumptions": assumptions, "other_way": other,
+            "deepspeed_formula_rows": rows_ds,
             "target": _describe_target(scen, shape, zero, req, q, origin), **out,
             "phases": rows, "provision": {**prov, "line": provision.provision_line(prov)},
             "node_ram": {"bytes": ram, "from": ram_from}, "changes": fixes, "lock": lock,
