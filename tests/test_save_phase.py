@@ -149,5 +149,50 @@ def test_zero3_saves_the_16bit_model_with_less_host_ram_than_zero2_ms_swift_8193
     assert two["node.save.model_16bit.state_dict"] == 2 * BF16 and three["node.save.model_16bit.state_dict"] == BF16
     # the node's save peak: each side the sum of two ranks' peaks, each two reads
     assert three["node.save.model_16bit.peak"] < two["node.save.model_16bit.peak"] - 4 * noise
-    diff = rssprobe("diff", str(zero2), str(zero3)).stdout
+    diff = rssprobe("diff", str(zero2), str(zero3), "--all").stdout  # every figure, the save phase's table among them
     assert "The save phase" in diff and "save.model_16bit.peak" in diff
+
+
+# ---- the Trainer's own saves (slow: a Trainer job per stage) ----------------------------------------------
+TRAINER = Path(__file__).resolve().parent / "data" / "scripts" / "train_trainer_save.py"
+
+
+def _trainer(runs_dir: Path, stage: int) -> Path:
+    out = runs_dir / f"save-trainer-zero{stage}"
+    rssprobe("run", "--script", str(TRAINER), "--world-size", "2", *STEADY_GLIBC, "--out", str(out), "--",
+             "--out", str(out / "trainer-output"), "--stage", str(stage), check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trainer2(runs_dir: Path) -> Path:
+    return _trainer(runs_dir, 2)
+
+
+@pytest.fixture(scope="module")
+def trainer3(runs_dir: Path) -> Path:
+    return _trainer(runs_dir, 3)
+
+
+@pytest.mark.worker
+@pytest.mark.slow
+def test_the_trainers_checkpoint_and_final_save_are_save_phases_whole_model_on_every_rank_at_zero2(
+        trainer2: Path, trainer3: Path) -> None:
+    """Trainer.save_model under DeepSpeed below ZeRO-3 consolidates on every rank (accelerate's get_state_dict runs
+    before _save returns on the ranks that do not write); at ZeRO-3 on rank 0 only."""
+    for run, holders in ((trainer2, (0, 1)), (trainer3, (0,))):
+        s = summary(run)
+        params = s["params"]
+        for rank in (0, 1):
+            got = _saves(run, rank)
+            assert set(got) == {"trainer_checkpoint", "trainer_save_model"}
+            assert {"Trainer.save_model", "save_checkpoint"} <= set(got["trainer_checkpoint"]["parts"])
+            for kind in got:
+                held = got[kind]["state_dict_bytes"]
+                assert held == (BF16 * params if rank in holders else None), (run.name, rank, kind)
+        node = s["metrics"]["node.save.trainer_save_model.state_dict"]
+        assert node == BF16 * len(holders)  # exact: storages
+        text = rssprobe("show", str(run)).stdout
+        assert "Trainer save_model" in text and "the final save" in text
+    diff = rssprobe("diff", str(trainer2), str(trainer3), "--all").stdout
+    assert "node.save.trainer_save_model.state_dict" in diff

@@ -8,7 +8,7 @@ from typing import Any
 from .table import NA, Table, bpp
 
 WHAT = {"save_checkpoint": "DeepSpeed save_checkpoint", "save_16bit_model": "DeepSpeed save_16bit_model",
-        "model_16bit": "consolidated 16-bit model (as the Trainer's save_model)",
+        "model_16bit": "16-bit model, as Trainer.save_model",
         "trainer_checkpoint": "Trainer checkpoint (_save_checkpoint)", "trainer_save_model": "Trainer save_model",
         "final": "the final save (after the last step)"}
 COLUMNS = ["save", "rank", "saves", "after steps", "peak above pre-save", "peak above baseline", "retained",
