@@ -168,11 +168,11 @@ def test_a_script_that_raises_fails_naming_its_line_and_keeps_its_steps(
 
 
 @pytest.mark.worker
-def test_a_scripts_checkpoint_and_second_initialize_are_in_run_events(
+def test_a_scripts_checkpoint_is_a_save_phase_and_its_second_initialize_an_in_run_event(
         raising: tuple[Path, Any, dict[str, Any]]) -> None:
     out, _proc, s = raising
-    assert {(e["name"], e["step"]) for e in _events(out) if e["event"] == "inrun"} == {("checkpoint", 1),
-                                                                                        ("reinit", 2)}
+    assert {(e["name"], e["step"]) for e in _events(out) if e["event"] == "inrun"} == {("reinit", 2)}
+    assert [(e["save"], e["step"]) for e in _events(out) if e["event"] == "save"] == [("save_checkpoint", 1)]
     assert s["script"]["engines"] == 2 and (out / "checkpoints" / "after-step-1").is_dir()
 
 

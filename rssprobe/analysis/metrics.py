@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..config import scenario as scenario_mod
 from ..config.scenario import Scenario
 from ..config.sites import for_scenario
+from ..contract.files import SAVE_KINDS
 from ..contract.names import PART_KEYS, role_names
 from ..errors import UserError
 
@@ -95,6 +96,14 @@ REGISTRY: tuple[Metric, ...] = (
         ("held", "pinned host memory held on CUDA, measured (the host allocator's held bytes)"),
         ("locked", "page-locked host memory at the end, measured (VmLck at the end census)"),
         ("slack", "pinned host memory held on CUDA beyond the live pinned tensors, measured"))),
+    # the save phase (analysis/saves.py): per save kind (contract.SAVE_KINDS, and "final": the saves after the last
+    # step), per rank, of the whole model's parameters; node.save.* sums the ranks (the "node.*" entry below)
+    *(Metric(f"save.*.{name}", label, "saves", exact=exact) for name, label, exact in (
+        ("peak", "a save's exact peak above the RSS right before it", False),
+        ("peak_rss", "a save's exact peak above the pre-model baseline", False),
+        ("retained", "RSS a save leaves behind", False),
+        ("state_dict", "the consolidated 16-bit state dict a save builds on this rank (storage bytes)", True))),
+    Metric("node.save.*", "a save figure, every rank summed (peaks: an upper bound of the node's)", "saves"),
     Metric("part.*", "RSS of a memory-map part", "parts"),
     Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),
     *(Metric(f"load.{name}", label) for name, label in (
@@ -113,7 +122,7 @@ REGISTRY: tuple[Metric, ...] = (
 HEADLINE: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.headline)
 GATED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.gated)
 EXACT: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.exact)
-TABLE_GROUPS = ("phases", "roles", "pinned", "parts", "node", "sites")  # diff's and gate's tables, in order
+TABLE_GROUPS = ("phases", "roles", "pinned", "parts", "node", "saves", "sites")  # diff's and gate's tables, in order
 PINNED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.group == "pinned")
 # a campaign's table (matrix, plan): each cell's headline figures, and a patch's effect on the low-noise ones
 MATRIX_FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.live",
@@ -194,11 +203,26 @@ def known(scenario: Scenario | None) -> list[str]:
         names += [f"site.{short_name(path)}.{phase}.{kind}" for path, _required in for_scenario(scenario)
                   for phase in SITE_PHASES for kind in ("retained", "peak")]
     names += ["growth.per_step", "growth.anon_per_step"]
+    names += _save_names(scenario)
     for name in scenario_mod.EVENTS:
         if scenario is not None and getattr(scenario, name, None) is not None:
             names += [f"event.{name}.retained", f"event.{name}.anon_retained", f"event.{name}.peak"]
     names += list(PINNED)
     registered(dict.fromkeys(names, 0.0))
+    return names
+
+
+def _save_names(scenario: Scenario | None) -> list[str]:
+    """The save figures a run of this scenario can have: a script's any kind, a scenario's those of its [save]."""
+    if scenario is None or scenario.model.kind == "script":
+        kinds = [*SAVE_KINDS, "final"]
+    elif scenario.save is not None:
+        kinds = [{"checkpoint": "save_checkpoint"}.get(k, k) for k in scenario.save.at_end] + ["final"]
+    else:
+        return []
+    names = [f"save.{k}.{f}" for k in kinds for f in ("peak", "peak_rss", "retained", "state_dict")]
+    if scenario is None or scenario.world_size > 1 or scenario.model.kind == "script":
+        names += [f"node.save.{k}.{f}" for k in kinds for f in ("peak", "peak_rss", "state_dict")]
     return names
 
 

@@ -62,6 +62,7 @@ class RunSummary(TypedDict):
     ranks: list[dict[str, Any]] | None
     node: dict[str, Any] | None
     load: dict[str, Any] | None
+    saves: dict[str, Any] | None  # save kind (and "final") -> its figures on this rank (analysis/saves.py)
     mean_step_time_s: float | None
 
 

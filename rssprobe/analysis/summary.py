@@ -21,7 +21,7 @@ from ..errors import UserError
 from ..store import judgement
 from ..store.judgement import DAMAGED, INCOMPLETE, MISSING, Events
 from ..store.rundir import RunDir, read_native
-from . import answers, inrun, metrics, modelinfo, pinned, stats
+from . import answers, inrun, metrics, modelinfo, pinned, saves, stats
 from .hostsplit import split as host_device_split
 from .metrics import short_name
 from .results import RunSummary
@@ -333,7 +333,21 @@ class Summary:
                     out[f"site.{row['name']}.{row['phase']}.{key}"] = value
         out.update(inrun.metrics(self.inrun_events(), self.growth()))
         out.update(pinned.metrics(self.pinned()))
+        out.update(saves.metrics(self.saves()))
+        if self.rank == 0 and self.manifest.world_size > 1 and "save" in self.by_kind:
+            out.update(self.node_saves())
         return metrics.registered(out)
+
+    # ---- the save phase (rssprobe.analysis.saves) ----------------------------------------
+    def saves(self) -> dict[str, Any] | None:
+        return saves.summarize(self.events, self.baseline["rss"] if self.baseline else None, self.params)
+
+    def node_saves(self) -> dict[str, float]:
+        """Every rank's save figures summed (node.save.*); none when a rank's events are missing."""
+        world = self.manifest.world_size
+        if any(not self._events(r).events for r in range(world)):
+            return {}
+        return saves.node([saves.metrics(self.of_rank(r).saves()) for r in range(world)])
 
     def pinned(self) -> dict[str, Any] | None:
         """DeepSpeed's pin requests by role and site, CUDA's holding predicted (and on CUDA measured)."""
@@ -420,7 +434,7 @@ class Summary:
             "world_size": m.world_size, "rank": self.rank, "partition_params": self.partition_params,
             "ranks": self.per_rank() if self.rank == 0 and m.world_size > 1 else None,
             "node": self.node() if self.rank == 0 else None,
-            "load": self.load(),
+            "load": self.load(), "saves": self.saves(),
             "mean_step_time_s": fmean(e["time_s"] for e in self.steps[1:]) if len(self.steps) > 1 else None,
         }
 
@@ -533,7 +547,8 @@ def unreadable(run: RunDir, why: str) -> dict[str, Any]:
             "sites": [], "site_status": {}, "sites_first_step_only": [], "sites_steady": None,
             "interventions": [], "never_took_effect": [], "metrics": {}, "events": {}, "growth": None,
             "pinned": None, "step_events": {}, "native": None, "memray": False, "world_size": 1, "rank": 0,
-            "partition_params": None, "ranks": None, "node": None, "mean_step_time_s": None, "load": None}
+            "partition_params": None, "ranks": None, "node": None, "mean_step_time_s": None, "load": None,
+            "saves": None}
 
 
 def summarise(run: RunDir) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..contract.files import INRUN_EVENTS, MAX_WORLD_SIZE
+from ..contract.files import INRUN_EVENTS, MAX_WORLD_SIZE, SAVE_AT_END
 from ..errors import UserError, from_validation
 from ..store import outputs
 from ..store.reader import read_text
@@ -253,6 +253,16 @@ class Reinit(_Strict):
     every: int = Field(gt=0)
 
 
+class Save(_Strict):
+    """Saves after the last step, each one measured save phase (worker/saves.py): what a job's final save holds.
+    checkpoint: DeepSpeed's save_checkpoint (each rank's optimizer partition); model_16bit: the consolidated
+    16-bit model as HF Trainer's save_model gets it under DeepSpeed, written by rank 0."""
+
+    at_end: list[Literal[SAVE_AT_END]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(SAVE_AT_END), min_length=1, description="the saves after the last step, in order")
+    keep: bool = Field(False, description="keep the saved files (RUN/checkpoints/final-KIND); else removed after")
+
+
 EVENTS = INRUN_EVENTS  # the in-run events, in the order they run after a step
 
 
@@ -289,6 +299,7 @@ class Scenario(_Strict):
     checkpoint: Checkpoint | None = None
     eval: Eval | None = None
     reinit: Reinit | None = None
+    save: Save | None = None
     script: Script | None = None
 
     @field_validator("torch_alloc_conf")
@@ -314,6 +325,8 @@ class Scenario(_Strict):
             event = getattr(self, name)
             if event is not None and event.every > (self.steps or 0):
                 raise ValueError(f"{name}.every ({event.every}) exceeds steps ({self.steps}): it would never run")
+        if self.save is not None and self.script is not None:
+            raise ValueError("[save] is for scenarios: a script's own saves are measured as they happen")
         if self.checkpoint is not None and self.checkpoint.consolidate_16bit and self.zero.stage < 3:
             raise ValueError("checkpoint.consolidate_16bit is for ZeRO stage 3 "
                              f"(this scenario: stage {self.zero.stage})")

@@ -167,6 +167,24 @@ class InRun(Interval):
     entry_smaps: NotRequired[dict[str, int] | None]
 
 
+class Save(Interval):
+    """One save (rssprobe/worker/saves.py): the outermost save entry point's call as one exact-peak interval, the
+    save entry points nested inside it as its parts."""
+
+    save: str  # its kind (contract.SAVE_KINDS)
+    step: int  # optimizer steps done before it
+    time_s: float
+    entry_rss: float
+    probe_s: NotRequired[float | None]
+    entry_smaps: NotRequired[dict[str, int] | None]
+    entry_mallinfo: NotRequired[Mallinfo | None]  # at entry: glibc's free-retained bytes, which a save may reuse
+    # nested entry point -> calls, retained (RSS bytes, exit - entry), peak (absolute, exact), time_s, inuse (glibc's
+    # bytes in use, exit - entry; None: not glibc) and, for a consolidating call, state_dict_bytes (None: it
+    # returned None on this rank)
+    parts: dict[str, dict[str, Any]]
+    state_dict_bytes: int | None  # the consolidated 16-bit state dict this rank built inside (storages); None: none
+
+
 class Census(Event):
     at: str  # pre_model | after_init | after_first_step | end
     rss: float
@@ -241,6 +259,7 @@ EVENT_KINDS: dict[str, type] = {
     "phase": Phase, "hello": Hello, "overlay": Overlay, "compiling": Compiling, "model_imports": ModelImports,
     "model": Model, "script_engine": ScriptEngine, "load": Load,
     "sites": SitesInstalled, "partition": Partition, "init": Init, "step": Step, "inrun": InRun, "census": Census,
+    "save": Save,
     "trim_at_end": TrimAtEnd, "pins": Pins, "end": End, "error": Error, "usage_error": UsageError,
 }
 # list fields whose items have a declared shape too: kind -> field -> (what one item is called, its shape)

@@ -43,6 +43,10 @@ CHECKPOINTS = "checkpoints"
 OVERLAY = "overlay"
 MEMRAY_PHASES = ("init", "first_step", "steady")
 INRUN_EVENTS = ("checkpoint", "eval", "reinit")  # in-run events (scenario tables), in the order they run after a step
+# the save phase (worker/saves.py): a save event's kind, the outermost save entry point that ran (or the scenario's
+# [save] kind); a figure per kind (save.<kind>.peak, ...)
+SAVE_KINDS = ("save_checkpoint", "save_16bit_model", "model_16bit", "trainer_checkpoint", "trainer_save_model")
+SAVE_AT_END = ("checkpoint", "model_16bit")  # what a scenario's [save] at_end may ask for
 EVENTS_GLOB = "events*.jsonl"
 RANK_EVENTS_GLOB = "events.rank*.jsonl"
 

@@ -21,6 +21,7 @@ GROUP_TITLES = {
     "pinned": "Pinned host memory (held and slack predicted for CUDA on a CPU run)",
     "node": "The node: every rank summed, per parameter of the whole model",
     "parts": "Parts of RSS by memory mapping, at the end",
+    "saves": "The save phase: per save kind, per parameter of the whole model",
     "sites": "Code sites",
 }
 
@@ -132,7 +133,7 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
     comps = r["comparisons"]
     for group, title in GROUP_TITLES.items():
         rows = comps.get(group, [])
-        if group in ("pinned", "node", "parts") and not rows:
+        if group in ("pinned", "node", "parts", "saves") and not rows:
             continue
         shown = rows if group != "sites" or all_sites else [c for c in rows if c["verdict"] != verdicts.SAME]
         t = Table(f"{title} (bytes per parameter)", _columns(r, "figure"),

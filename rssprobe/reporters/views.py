@@ -9,6 +9,7 @@ from ..contract.status import Status
 from .inrunviews import inrun_tables
 from .modelviews import model_lines, tensors_note
 from .pinviews import fix_line, pin_memory_line, pinned_table
+from .saveviews import saves_table
 from .table import NA, Table, bpp, mib
 
 __all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tables", "zero_line"]
@@ -300,8 +301,8 @@ def group_table(data: dict[str, Any]) -> Table:
 def run_table_parts(s: dict[str, Any], all_sites: bool = False) -> tuple[list[Table], list[Table]]:
     """A run's tables, most important first: (the key ones: who owns its RSS, by phase, by code site, its pinned
     memory; the detail behind --all: ZeRO-3's gathered weights, in-run events, interventions, memray)."""
-    key = [ranks_table(s, all_sites), node_table(s), budget_table(s), phases_table(s), sites_table(s, all_sites),
-           pinned_table(s)]
+    key = [ranks_table(s, all_sites), node_table(s), budget_table(s), phases_table(s), saves_table(s),
+           sites_table(s, all_sites), pinned_table(s)]
     detail = [gathered_table(s), *inrun_tables(s), interventions_table(s), native_table(s)]
     return [t for t in key if t is not None and t.rows], [t for t in detail if t is not None and t.rows]
 

@@ -27,7 +27,7 @@ from ..contract.interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, OptionError
 from ..contract.manifest import worker_spec_problem
 from ..contract.status import Status
 from ..contract.testlane import NO_WORKER_ENV
-from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, training
+from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, saves, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused
@@ -139,6 +139,8 @@ class Worker:
         del model, groups
 
         self.train(recorder)
+        if self.scenario.get("save"):  # the final saves, each a measured save phase
+            saves.run_at_end(self, recorder)
         self.finish()
 
     def start(self) -> None:

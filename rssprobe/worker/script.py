@@ -17,7 +17,9 @@ sys.path. The training is found through DeepSpeed itself:
 * one rssprobe step = one optimizer step: from the first forward (or backward) after the previous one to the
   `DeepSpeedEngine.step` at a gradient-accumulation boundary (DeepSpeed's global_steps moves), with the
   forward / backward / optimizer peaks of every micro-step, and its micro-steps counted as the backward passes
-  in it (accelerate calls `engine.step` at the boundary only); `save_checkpoint` between steps is an event;
+  in it (accelerate calls `engine.step` at the boundary only);
+* every save (DeepSpeed's save_checkpoint and save_16bit_model, the Trainer's checkpoint and save_model) is a
+  measured save phase (rssprobe/worker/saves.py), a `save` event;
 * `--steps N` stops the script after N optimizer steps (StopAfterSteps, a BaseException the script's own
   `except Exception` does not catch); the end census runs when the script returns or calls sys.exit(0);
 * a KeyboardInterrupt is the user's Ctrl-C only when a SIGINT reached this process: one the script raises
@@ -39,7 +41,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import census, loading, models, steptotal
+from . import census, loading, models, saves, steptotal
 from .events_inrun import InRunEvents
 from .sites import SiteRecorder
 
@@ -173,7 +175,10 @@ class ScriptRun:
         self._patch(DeepSpeedEngine, "forward", functools.partial(self._engine_part, "forward"))
         self._patch(DeepSpeedEngine, "backward", functools.partial(self._engine_part, "backward"))
         self._patch(DeepSpeedEngine, "step", self._engine_step)
-        self._patch(DeepSpeedEngine, "save_checkpoint", self._save_checkpoint)
+        # every save (DeepSpeed's, the Trainer's) a measured save phase: worker/saves.py
+        probe = saves.SaveProbe(self.w, self.recorder, lambda: self.done, self.restore)
+        probe.install()
+        _after_import("transformers.trainer", probe.hook_trainer, self.restore)
         from deepspeed.runtime.zero.partition_parameters import Init
 
         self._patch(Init, "__enter__", self._zero_init_enter)
@@ -398,19 +403,6 @@ class ScriptRun:
         self.done = s["n"]
         if self.steps_wanted is not None and self.done >= self.steps_wanted:
             raise StopAfterSteps()
-
-    def _save_checkpoint(self, original: Any) -> Any:
-        run = self
-
-        @functools.wraps(original)
-        def save_checkpoint(engine: Any, *args: Any, **kwargs: Any) -> Any:
-            if run.inrun is None or run.engines == 0:
-                return original(engine, *args, **kwargs)
-            result: list[Any] = []
-            run.inrun._measure("checkpoint", run.done, lambda: result.append(original(engine, *args, **kwargs)))
-            return result[0] if result else None
-
-        return save_checkpoint
 
 
 class _Partitioned:
