@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from rssprobe.contract.events import event_problem
-from rssprobe.contract.files import SAVE_AT_END
 from rssprobe.analysis import metrics, saves
 from rssprobe.config import scenario
+from rssprobe.contract.events import event_problem
+from rssprobe.contract.files import SAVE_AT_END
 from rssprobe.errors import UserError
 
 from .conftest import STEADY_GLIBC, rssprobe, summary
