@@ -28,7 +28,7 @@ from pydantic import (
 from ..contract import INRUN_EVENTS, MAX_WORLD_SIZE
 from ..errors import UserError, from_validation
 from ..store import outputs
-from ..store.reader import read_text
+from ..store.reader import loads_toml, read_text
 from . import hfconfig
 from .script import check_file, check_overrides, raw_scenario
 from .torch_alloc_conf import split as split_alloc_conf
@@ -367,7 +367,7 @@ def read(ref: str) -> tuple[str, dict[str, Any]]:
             raise UserError(f"{ref}: no such file or packaged scenario (packaged: {', '.join(packaged_names())})")
         label, text = f"{ref} (packaged)", res.read_text()
     try:
-        return label, tomllib.loads(text)
+        return label, loads_toml(text, label)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{label}: not valid TOML ({e})") from None
 
@@ -378,7 +378,7 @@ def _parse_value(text: str, item: str) -> Any:
     if "\n" in text or "\r" in text:
         raise UserError(f"--set {item!r}: a value is one line (one TOML value, no newline)")
     try:
-        parsed = tomllib.loads(f"v = {text}")
+        parsed = loads_toml(f"v = {text}", f"--set {item.partition('=')[0].strip()}", "not one TOML value")
     except tomllib.TOMLDecodeError:
         if not BARE_WORD.fullmatch(text):
             raise UserError(f"--set {item!r}: {text!r} is not one TOML value (quote a string: key=\"text\")") from None
