@@ -374,3 +374,122 @@ def test_the_depth_bound_reads_strings_and_comments_as_text() -> None:
     toml = 'a = "[[[[' + "[" * 300 + '"\n# ' + "{" * 300 + "\nb = '''" + "[" * 300 + "'''\nc = [[1], [2]]\n"
     assert reader.loads_toml(toml, "x")["c"] == [[1], [2]]
     assert reader.depth("[" * 65 + "]" * 65) == 65
+
+
+# ==== L3: a scenario value of the wrong type is refused, naming the key =========================================
+# (id, a scenario file's text (`{tiny}`: the packaged tiny's tables, `{llama}`: llama-small-zero3's), --set words,
+# the key the one line names)
+
+TINY = '''name = "t"
+steps = 4
+micro_batch = 2
+{top}
+[model]
+layers = 4
+width = 1024
+{model}
+[zero]
+pin_memory = true
+gradient_clipping = 1.0
+{zero}'''
+
+LLAMA = '''name = "l"
+steps = 2
+micro_batch = 2
+
+[model]
+kind = "transformers"
+seq_len = 32
+load = "checkpoint"
+
+[model.hf]
+model_type = "llama"
+vocab_size = 1024
+hidden_size = 64
+intermediate_size = 128
+num_hidden_layers = 2
+num_attention_heads = 4
+num_key_value_heads = 2
+
+[model.from_pretrained]
+{fp}
+'''
+
+
+def _tiny(top: str = "", model: str = "", zero: str = "") -> str:
+    return TINY.format(top=top, model=model, zero=zero)
+
+
+TYPES: list[tuple[str, str, list[str], str]] = [
+    ("low-cpu-mem-usage-yes", LLAMA.format(fp='low_cpu_mem_usage = "yes"'), [],
+     "model.from_pretrained.low_cpu_mem_usage"),
+    ("shards-a-string", LLAMA.format(fp='shards = "4"'), [], "model.from_pretrained.shards"),
+    ("shards-true", LLAMA.format(fp="shards = true"), [], "model.from_pretrained.shards"),
+    ("steps-a-string", _tiny(top='timeout_s = 60\nseed = 1'), ['steps="10"'], "steps"),
+    ("steps-a-fraction", _tiny(), ["steps=2.5"], "steps"),
+    ("seed-true", _tiny(top="seed = true"), [], "seed"),
+    ("timeout-a-string", _tiny(top='timeout_s = "900"'), [], "timeout_s"),
+    ("layers-a-string", _tiny(), ['model.layers="4"'], "model.layers"),
+    ("pin-memory-a-string", _tiny(), ['zero.pin_memory="true"'], "zero.pin_memory"),
+    ("clipping-a-string", _tiny(zero='overlap_comm = false'), ['zero.gradient_clipping="1.0"'],
+     "zero.gradient_clipping"),
+    ("census-one", _tiny(model="", zero="[probes]\ncensus = 1"), [], "probes.census"),
+    ("beta-a-string", _tiny(zero='[optimizer]\nbetas = [0.9, "0.99"]'), [], "optimizer.betas.1"),
+]
+
+
+@pytest.mark.parametrize("text,sets,key", [c[1:] for c in TYPES], ids=[c[0] for c in TYPES])
+def test_a_scenario_value_of_the_wrong_type_is_refused_naming_the_key(tmp_path: Path, text: str, sets: list[str],
+                                                                      key: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    before = snapshot(path)
+    got = cli("estimate", str(path), *CPU, *[w for s in sets for w in ("--set", s)])
+    line = got.one_line()
+    assert got.code == 2 and f"{path}: {key}: " in line, line
+    assert snapshot(path) == before
+
+
+def test_every_packaged_scenario_and_numbers_as_toml_writes_them_still_load() -> None:
+    """The control: strictness refuses no scenario rssprobe ships, and an int where a float is meant is a float
+    (timeout_s = 900, lr = 1) as TOML writes it; an integral float for a byte count stays allowed (5e8)."""
+    from rssprobe.config import scenario
+
+    for name in scenario.packaged_names():
+        scenario.load(name, [])
+    loaded = scenario.load("tiny", ["timeout_s=900", "optimizer.lr=1", "zero.reduce_bucket_size=5e8",
+                                    "optimizer.betas=[0, 0.5]", "model.params=1e6"])
+    assert loaded.timeout_s == 900.0 and loaded.optimizer.betas == (0.0, 0.5)
+    assert loaded.zero.reduce_bucket_size == 500_000_000
+
+
+# ==== V2: verdict on a plan without a measurable claim ========================================================
+
+PLAN = '''[plan]
+scenario = "tiny"
+repeat = 1
+patches = ["baseline"]
+'''
+UNMEASURABLE = '''
+[[claims]]
+what = "pinned rounding"
+claimed = 8.0
+cpu_unmeasurable = "CUDA's pinned allocator rounds; the CPU has none"
+'''
+VERDICTS = [("claims-that-the-cpu-cannot-measure", PLAN + UNMEASURABLE, "its 1 claim cannot be measured"),
+            ("no-claim-at-all", PLAN, "it declares no claim")]
+
+
+@pytest.mark.parametrize("text,says", [c[1:] for c in VERDICTS], ids=[c[0] for c in VERDICTS])
+def test_verdict_without_a_measurable_claim_answers_in_one_line_and_writes_a_page_that_says_so(
+        tmp_path: Path, text: str, says: str) -> None:
+    """The plan's run directory made by shard 2 of 2 of its one cell (nothing trains): plt.subplots(0, 1) was a
+    traceback."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text(text)
+    assert cli("matrix", "--plan", str(plan), "--out", str(tmp_path / "D"), "--shard", "2/2").code == 0
+    out = tmp_path / "v" / "verdict.md"
+    got = cli("verdict", str(plan), "--runs", str(tmp_path / "D"), "--out", str(out))
+    assert got.code == 0 and says in got.one_line() and str(out) in got.one_line(), got.stderr
+    page = out.read_text().splitlines()
+    assert page[0].startswith("# ") and says in page[2] and page[2].startswith("**No claim of"), page[:4]

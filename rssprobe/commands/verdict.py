@@ -30,4 +30,7 @@ def command(plan_file: Path, runs: Path, out: Path) -> None:
         outputs.check_file(path, "--out")
     for path, data in files.items():
         outputs.write_file(path, data, "--out")
+    if not report.measurable:  # the answer, in one line
+        click.echo(f"rssprobe: {page.unmeasured(report)} Wrote {out}, which says so.", err=True)
+        return
     click.echo(f"wrote {out} (+ {len(files) - 1} PNG files in {out.parent / out.stem})", err=True)

@@ -35,8 +35,10 @@ from .torch_alloc_conf import split as split_alloc_conf
 
 
 class _Strict(BaseModel):
-    # an unknown key is refused, and so is nan or an infinity in any number (nan passes every range check)
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # an unknown key is refused, and so is nan or an infinity in any number (nan passes every range check); values
+    # are taken as they are typed, never coerced (strict): "yes" is not true, "4" is not 4, 1.5 is not an int, true is
+    # not 1. An int is a float (timeout_s = 900), as TOML writes it.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
@@ -205,7 +207,9 @@ class Zero(_Strict):
 class Optimizer(_Strict):
     type: Literal["Adam", "AdamW"] = "AdamW"
     lr: float = Field(1e-4, gt=0)
-    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
+    # a TOML (or stored JSON) array is a list: the pair is taken from one (strict=False), its numbers still strictly
+    betas: tuple[Annotated[float, Field(ge=0, lt=1, strict=True)], Annotated[float, Field(ge=0, lt=1, strict=True)]] \
+        = Field((0.9, 0.999), strict=False)
     eps: float = Field(1e-8, gt=0)
     weight_decay: float = Field(0.0, ge=0)
 
