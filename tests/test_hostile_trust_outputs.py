@@ -19,9 +19,11 @@ synthetic (tests/fakes_rundir.py), written in each test's own directory.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -493,3 +495,64 @@ def test_verdict_without_a_measurable_claim_answers_in_one_line_and_writes_a_pag
     assert got.code == 0 and says in got.one_line() and str(out) in got.one_line(), got.stderr
     page = out.read_text().splitlines()
     assert page[0].startswith("# ") and says in page[2] and page[2].startswith("**No claim of"), page[:4]
+
+
+# ==== floor: the Python the package declares is the Python its code needs ====================================
+
+def _floor() -> str:
+    """pyproject.toml's requires-python floor: ">=3.11" -> "3.11"."""
+    spec = reader.read_toml(ROOT / "pyproject.toml")["project"]["requires-python"]
+    assert spec.startswith(">=") and "," not in spec, spec
+    return spec[2:]
+
+
+VERMIN = [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())"]
+
+
+def _vermin() -> None:
+    """vermin is a dev dependency (make install installs it): missing, the floor would be unchecked, so it fails."""
+    assert importlib.util.find_spec("vermin"), "vermin is not installed: pip install -e '.[dev]' (or make install)"
+
+
+def test_the_code_needs_no_newer_python_than_it_declares() -> None:
+    """vermin (a dev dependency) reads every module of the package, its tests and tools for the standard library
+    and the syntax each needs: nothing may need a Python newer than requires-python (tomllib and typing.NotRequired
+    are 3.11; the floor said 3.10 and `make demo` failed at import on Ubuntu 22.04's Python)."""
+    _vermin()
+    proc = subprocess.run([*VERMIN, "--no-tips", "--violations", "--no-parse-comments",
+                           f"-t={_floor()}-", "rssprobe", "tests", "tools"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
+
+
+def test_the_floor_check_finds_what_a_lower_floor_lacks() -> None:
+    """The check above can fail: against 3.10 it names tomllib and typing.NotRequired."""
+    _vermin()
+    proc = subprocess.run([*VERMIN, "--no-tips", "--violations", "-t=3.10-",
+                           "rssprobe/store/reader.py", "rssprobe/contract/events.py"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0 and "'tomllib' module requires" in proc.stdout and "NotRequired" in proc.stdout
+
+
+def test_the_makefile_floor_is_the_declared_one_and_a_lower_python_stops_make_before_anything(tmp_path: Path) -> None:
+    """`make demo` (and install, test) with a Python below the floor: one line naming it, exit 2, nothing made (no
+    .venv). The Python below the floor is a real one when the machine has one (pyenv's), else a stand-in that
+    answers as a 3.10 would (what the Makefile asks is the version)."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"PYTHON_FLOOR = {_floor()}\n" in makefile
+    older = sorted(Path.home().glob(".pyenv/versions/3.10*/bin/python3.10"))
+    if older:
+        python = str(older[0])
+    else:
+        python = str(tmp_path / "python3.10")
+        Path(python).write_text("#!/bin/sh\necho 'Python 3.10.12'\n")
+        os.chmod(python, 0o755)
+    work = tmp_path / "clone"
+    work.mkdir()
+    for name in ("Makefile", "pyproject.toml"):
+        (work / name).write_text((ROOT / name).read_text())
+    proc = subprocess.run(["make", "demo", f"PYTHON={python}"], cwd=work, capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert f"needs Python {_floor()} or newer" in lines[0] and "3.10" in lines[0], lines[0]
+    assert sorted(p.name for p in work.iterdir()) == ["Makefile", "pyproject.toml"]

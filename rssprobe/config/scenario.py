@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import copy
 import re
+import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import tomllib
 from pydantic import (
     BaseModel,
     ConfigDict,

@@ -16,11 +16,10 @@ import json
 import os
 import re
 import stat
+import tomllib
 from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
-
-import tomllib
 
 from ..errors import UserError
 
