@@ -176,7 +176,8 @@ def test_collect_replaces_a_link_at_steps_parquet_never_writes_through_it(tmp_pa
 # own exclusive create) opens a file to write. The worker is the other side of the contract (it cannot import the
 # store): its event and log files are opened with O_NOFOLLOW in the run directory this side made; left out here.
 WRITERS = {"write_text", "write_bytes", "to_parquet", "to_csv", "to_json", "to_feather", "savefig", "write_table",
-           "copy", "copy2", "copyfile", "copytree", "move", "symlink_to", "hardlink_to", "link_to", "mkfifo"}
+           "copy", "copy2", "copyfile", "copytree", "move", "symlink_to", "hardlink_to", "link_to", "mkfifo",
+           "extractall", "extract", "touch"}
 ALLOWED = {  # (module, call) -> why it is not a way around the primitive
     ("rssprobe/store/claim.py", "os.open"): "the claim file: created exclusively, O_NOFOLLOW, never adopted",
     ("rssprobe/reporters/plots.py", "savefig"): "into a BytesIO; the command writes the bytes through outputs",
@@ -184,6 +185,7 @@ ALLOWED = {  # (module, call) -> why it is not a way around the primitive
     ("rssprobe/campaign/merge.py", "copytree"): "a shard's cell into a new directory of the claimed --out, "
                                                 "links copied as links (symlinks=True), never followed",
     ("rssprobe/run/compilecache.py", "symlink_to"): "ccache's wrapper: a new link renamed over its own name",
+    ("rssprobe/run/envs/build.py", "extractall"): "a git archive into a directory it just made, filter='data'",
 }
 
 
@@ -446,7 +448,10 @@ def test_a_scenario_value_of_the_wrong_type_is_refused_naming_the_key(tmp_path: 
     path = tmp_path / "s.toml"
     path.write_text(text)
     before = snapshot(path)
-    got = cli("estimate", str(path), *CPU, *[w for s in sets for w in ("--set", s)])
+    # --calibration names a file that is not there: whatever the scenario, nothing is calibrated (no worker starts)
+    got = cli("estimate", str(path), *CPU, "--calibration", str(tmp_path / "none.json"),
+              *[w for s in sets for w in ("--set", s)],
+              env={"RSSPROBE_ESTIMATE": str(tmp_path / "est"), "RSSPROBE_CHECKPOINTS": str(tmp_path / "ck")})
     line = got.one_line()
     assert got.code == 2 and f"{path}: {key}: " in line, line
     assert snapshot(path) == before
