@@ -458,16 +458,17 @@ def test_a_scenario_value_of_the_wrong_type_is_refused_naming_the_key(tmp_path: 
 
 
 def test_every_packaged_scenario_and_numbers_as_toml_writes_them_still_load() -> None:
-    """The control: strictness refuses no scenario rssprobe ships, and an int where a float is meant is a float
-    (timeout_s = 900, lr = 1) as TOML writes it; an integral float for a byte count stays allowed (5e8)."""
+    """The control: strictness refuses no scenario rssprobe ships; an int where a float is meant is a float
+    (timeout_s = 900, lr = 1), and a whole float where an int is meant an int (micro_batch = 1e2, a bucket of 5e8
+    bytes), as TOML writes numbers."""
     from rssprobe.config import scenario
 
     for name in scenario.packaged_names():
         scenario.load(name, [])
-    loaded = scenario.load("tiny", ["timeout_s=900", "optimizer.lr=1", "zero.reduce_bucket_size=5e8",
+    loaded = scenario.load("tiny", ["timeout_s=900", "optimizer.lr=1", "zero.reduce_bucket_size=5e8", "micro_batch=1e2",
                                     "optimizer.betas=[0, 0.5]", "model.params=1e6"])
     assert loaded.timeout_s == 900.0 and loaded.optimizer.betas == (0.0, 0.5)
-    assert loaded.zero.reduce_bucket_size == 500_000_000
+    assert loaded.zero.reduce_bucket_size == 500_000_000 and loaded.micro_batch == 100
 
 
 # ==== V2: verdict on a plan without a measurable claim ========================================================

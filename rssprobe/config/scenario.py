@@ -12,7 +12,7 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -37,8 +37,19 @@ from .torch_alloc_conf import split as split_alloc_conf
 class _Strict(BaseModel):
     # an unknown key is refused, and so is nan or an infinity in any number (nan passes every range check); values
     # are taken as they are typed, never coerced (strict): "yes" is not true, "4" is not 4, 1.5 is not an int, true is
-    # not 1. An int is a float (timeout_s = 900), as TOML writes it.
+    # not 1. Numbers are numbers as TOML writes them: an int is a float (timeout_s = 900), and a whole float is an
+    # int (micro_batch = 1e8, how a count is written short).
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_float_is_an_int(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, float) and v.is_integer() and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation)) or {annotation}
+            if int in kinds and float not in kinds:
+                return int(v)
+        return v
 
 
 LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
