@@ -19,7 +19,15 @@ VERDICT_DEBS = libjemalloc2 libtcmalloc-minimal4 ccache
 
 install: $(STAMP)
 
+# The Python floor, as pyproject.toml's requires-python declares it (a test holds the two equal). The Python the
+# venv is (or will be) made with is asked before anything is made: below the floor, or not a Python, is one line.
+PYTHON_FLOOR = 3.11
+FLOOR_PYTHON = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+below_floor = $(shell $(FLOOR_PYTHON) -c 'import sys; print("" if sys.version_info >= ($(subst .,$(comma),$(PYTHON_FLOOR)),) else "Python %d.%d.%d" % sys.version_info[:3])' 2>&1 | tail -1)
+comma := ,
+
 $(STAMP): pyproject.toml
+	$(if $(below_floor),$(error rssprobe needs Python $(PYTHON_FLOOR) or newer: $(FLOOR_PYTHON) is $(below_floor); give one, e.g. make PYTHON=python3.12 $(MAKECMDGOALS)))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# uv installs in seconds what pip takes a minute for (pip where uv cannot), from the wheels on disk that pip
 	@# is configured with (find-links: where a CPU torch may lie). Bytecode is compiled at install: a Python that

@@ -211,6 +211,11 @@ class ClaimsReport:
     machine: str = ""
 
     @property
+    def measurable(self) -> list[Claim]:
+        """The claims the CPU accelerator can show (the others carry cpu_unmeasurable: why it cannot)."""
+        return [c for c, _rows in self.claims if not c.cpu_unmeasurable]
+
+    @property
     def ran(self) -> list[Config]:
         return [c for c in self.configs if c.sides]
 

@@ -8,11 +8,10 @@ reports/issue7693-answer.md compares them.
 from __future__ import annotations
 
 import functools
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-
-import tomllib
 
 from ..config.torch_alloc_conf import release
 from . import pinrule

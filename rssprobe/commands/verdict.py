@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -25,9 +25,12 @@ def command(plan_file: Path, runs: Path, out: Path) -> None:
     """Judge each claim of PLAN (the B/param it says a configuration holds) against what its runs measured, and
     PR #8132's parts against the baseline of the same configuration."""
     report = verdict.judge(plan_file, runs, out)
-    files = page.render(report, out, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    files = page.render(report, out, datetime.now(UTC).isoformat(timespec="seconds"))
     for path in files:  # every file checked before any is written (never over or into an input)
         outputs.check_file(path, "--out")
     for path, data in files.items():
         outputs.write_file(path, data, "--out")
+    if not report.measurable:  # the answer, in one line
+        click.echo(f"rssprobe: {page.unmeasured(report)} Wrote {out}, which says so.", err=True)
+        return
     click.echo(f"wrote {out} (+ {len(files) - 1} PNG files in {out.parent / out.stem})", err=True)

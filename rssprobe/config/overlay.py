@@ -85,7 +85,8 @@ def prepare(diffs: list[Path], overlay: Path) -> list[dict[str, str]]:
                 if not source.exists():
                     raise UserError(f"{diff}: {rel} does not exist in the installed package")
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, dest)
+                outputs.replace(dest, reader.read_bytes(source))  # a link left at dest: replaced
+                shutil.copystat(source, dest)
     for diff, text in texts.items():
         strip = "1" if any(line.startswith("--- a/") for line in text.splitlines()) else "0"
         for check in (True, False):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import copy
 import re
+import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-import tomllib
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,15 +28,28 @@ from pydantic import (
 from ..contract.files import INRUN_EVENTS, MAX_WORLD_SIZE, SAVE_AT_END
 from ..errors import UserError, from_validation
 from ..store import outputs
-from ..store.reader import read_text
+from ..store.reader import loads_toml, read_text
 from . import hfconfig
 from .script import check_file, check_overrides, raw_scenario
 from .torch_alloc_conf import split as split_alloc_conf
 
 
 class _Strict(BaseModel):
-    # an unknown key is refused, and so is nan or an infinity in any number (nan passes every range check)
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # an unknown key is refused, and so is nan or an infinity in any number (nan passes every range check); values
+    # are taken as they are typed, never coerced (strict): "yes" is not true, "4" is not 4, 1.5 is not an int, true is
+    # not 1. Numbers are numbers as TOML writes them: an int is a float (timeout_s = 900), and a whole float is an
+    # int (micro_batch = 1e8, how a count is written short).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_float_is_an_int(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, float) and v.is_integer() and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation)) or {annotation}
+            if int in kinds and float not in kinds:
+                return int(v)
+        return v
 
 
 LINEAR_ONLY = ("layers", "width", "param_groups", "activation", "activation_checkpointing")
@@ -205,7 +218,9 @@ class Zero(_Strict):
 class Optimizer(_Strict):
     type: Literal["Adam", "AdamW"] = "AdamW"
     lr: float = Field(1e-4, gt=0)
-    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
+    # a TOML (or stored JSON) array is a list: the pair is taken from one (strict=False), its numbers still strictly
+    betas: tuple[Annotated[float, Field(ge=0, lt=1, strict=True)], Annotated[float, Field(ge=0, lt=1, strict=True)]] \
+        = Field((0.9, 0.999), strict=False)
     eps: float = Field(1e-8, gt=0)
     weight_decay: float = Field(0.0, ge=0)
 
@@ -380,7 +395,7 @@ def read(ref: str) -> tuple[str, dict[str, Any]]:
             raise UserError(f"{ref}: no such file or packaged scenario (packaged: {', '.join(packaged_names())})")
         label, text = f"{ref} (packaged)", res.read_text()
     try:
-        return label, tomllib.loads(text)
+        return label, loads_toml(text, label)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{label}: not valid TOML ({e})") from None
 
@@ -391,7 +406,7 @@ def _parse_value(text: str, item: str) -> Any:
     if "\n" in text or "\r" in text:
         raise UserError(f"--set {item!r}: a value is one line (one TOML value, no newline)")
     try:
-        parsed = tomllib.loads(f"v = {text}")
+        parsed = loads_toml(f"v = {text}", f"--set {item.partition('=')[0].strip()}", "not one TOML value")
     except tomllib.TOMLDecodeError:
         if not BARE_WORD.fullmatch(text):
             raise UserError(f"--set {item!r}: {text!r} is not one TOML value (quote a string: key=\"text\")") from None

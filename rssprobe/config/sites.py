@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from importlib import resources
-
 import tomllib
+from importlib import resources
 
 from .scenario import Scenario
 

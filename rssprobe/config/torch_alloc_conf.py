@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import functools
 import re
+import tomllib
 from importlib import resources
 from typing import Any
 
-import tomllib
 from packaging.version import InvalidVersion, Version
 
 

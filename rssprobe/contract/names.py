@@ -2,10 +2,9 @@
 
 Part of the contract (rssprobe/contract/__init__.py): stdlib only."""
 
+import tomllib
 from importlib import resources
 from typing import Any
-
-import tomllib
 
 # ---- census roles (declared in data/roles.toml) -----------------------------------------------------------
 

@@ -4,7 +4,7 @@ page and, given a directory, PNG charts and a markdown page."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def render(pages: Any, all_sites: bool = False) -> tuple[Written, dict[Path, str
     charts = plots.charts(series, [sec.summary for sec in sections], pages.comparison)
     fit_sections, fit_charts = scaleviews.report_parts(pages.sweeps)
     sections, charts = [*fit_sections, *sections], [*fit_charts, *charts]
-    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
     files: dict[Path, str | bytes] = {pages.html: html.render(sections, charts, generated, compared=pages.comparison,
                                                               answer=pages.answer, verdict=pages.verdict)}
     written = Written(pages.html)

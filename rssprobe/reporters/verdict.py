@@ -51,7 +51,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def claims_chart(report: ClaimsReport) -> bytes:
-    measurable = [c for c, _rows in report.claims if not c.cpu_unmeasurable]
+    measurable = report.measurable
     fig, axes = plt.subplots(len(measurable), 1, figsize=(9, 1.3 * len(measurable) + 1), squeeze=False)
     for ax, claim in zip(axes[:, 0], measurable, strict=True):
         labels, means, sds = [], [], []
@@ -148,14 +148,24 @@ def paragraph(report: ClaimsReport) -> str:
             "time):\n\n" + "\n".join(lines) + "\n\nPR #8132: " + "; ".join(pr) + " (95% intervals; details below).")
 
 
+def unmeasured(report: ClaimsReport) -> str:
+    """The answer when no claim of the plan can be judged here (the page's first sentence, the command's line)."""
+    count = len(report.claims)
+    why = (f"its {count} claim{'s' if count != 1 else ''} cannot be measured on the CPU accelerator (each says "
+           "why)") if count else "it declares no claim ([[claims]] in the plan)"
+    return f"No claim of {report.plan_path} is judged: {why}."
+
+
 def render(report: ClaimsReport, out: Path, generated: str) -> dict[Path, str | bytes]:
     """The page as files (the markdown at `out`, its charts in a folder named after it); the command writes them."""
     plan_path, runs, settings = report.plan_path, report.runs, report.loaded.plan.plan
     figdir = out.parent / out.stem
     files: dict[Path, str | bytes] = {}
     params = report.params
-    lines = ["# DeepSpeed #7693 and PR #8132: the verdict, configuration by configuration", "",
-             f"Generated {generated} from the runs of `{plan_path}` in `{runs}`. Scenario `{settings.scenario}`"
+    lines = ["# DeepSpeed #7693 and PR #8132: the verdict, configuration by configuration", ""]
+    if not report.measurable:
+        lines += [f"**{unmeasured(report)}**", ""]
+    lines += [f"Generated {generated} from the runs of `{plan_path}` in `{runs}`. Scenario `{settings.scenario}`"
              + (f" ({params:,} parameters)" if params else "") + "; ZeRO-2, optimizer offloaded to the CPU, bf16, "
              "clipping 1.0; every figure is bytes per parameter above each run's own pre-model baseline.", "",
              "The answer on one page, with CUDA's pinned-memory rounding and the fixes compared: "
@@ -191,8 +201,9 @@ def render(report: ClaimsReport, out: Path, generated: str) -> dict[Path, str | 
         lines += _table(["configuration", "versions", "allocator", "ranks", "measured B/param", "verdict"],
                         [[r["configuration"], _versions(r["versions"]), r["allocator"], str(r["ranks"]),
                           _fmt(r["mean"], r["sd"], r["n"]), r["verdict"]] for r in rows if r["mean"] is not None])
-    files[figdir / "claims.png"] = claims_chart(report)
-    lines += [f"![claims]({figdir.name}/claims.png)", ""]
+    if report.measurable:
+        files[figdir / "claims.png"] = claims_chart(report)
+        lines += [f"![claims]({figdir.name}/claims.png)", ""]
     lines += [f"## PR #8132 (`{report.patch}`)", "",
               "How often each part took effect per run (one number per run):", ""]
     lines += _table(["configuration", "float-scale", "malloc-trim"],

@@ -14,6 +14,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UserError
+from ..store import reader
+
 TIMEOUT_S = 300  # importing torch and DeepSpeed on a loaded machine can take a minute; a hung import is not waited
 
 
@@ -39,6 +42,8 @@ def ask(python: str, argv: list[str], prefix: str, env: dict[str, str] | None = 
         last = (proc.stderr.strip().splitlines() or [""])[-1][:200]
         return Reply(why=f"exit code {proc.returncode}, no answer" + (f": {last}" if last else ""))
     try:
-        return Reply(json.loads(line.removeprefix(prefix)))
+        return Reply(reader.loads_json(line.removeprefix(prefix), "its answer"))
     except json.JSONDecodeError:
         return Reply(why="its answer was cut short")
+    except UserError:
+        return Reply(why="its answer is nested too deep to be one")

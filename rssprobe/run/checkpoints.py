@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from ..config import hfconfig
 from ..config.scenario import Scenario
 from ..errors import UserError
 from ..log import say
-from ..store import layout
+from ..store import layout, outputs
 from . import environment, host
 
 WRITE_TIMEOUT_S = 3600
@@ -44,7 +45,7 @@ def ensure(scenario: Scenario, python: str) -> Path:
     if out.is_dir():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{out.name}.lock", "w") as lock:
+    with os.fdopen(outputs.lock(out.parent / f".{out.name}.lock"), "rb") as lock:  # a FIFO or a link: refused
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out.is_dir():
             return out

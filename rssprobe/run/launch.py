@@ -27,7 +27,7 @@ from ..config import sites as sites_config
 from ..config.scenario import Scenario
 from ..contract.status import Status
 from ..errors import UserError
-from ..store import claim, judgement, reader
+from ..store import claim, judgement, outputs, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
 from . import checkpoints, environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
@@ -182,7 +182,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     lifeline.become_subreaper()  # an orphan the run leaves (a daemon of the user's script) comes back to us
-    with open(run_dir.path / contract.WORKER_LOG, "wb") as log:
+    with os.fdopen(outputs.create(run_dir.path / contract.WORKER_LOG), "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -331,7 +331,7 @@ def finalize(run_dir: RunDir, events: list[dict[str, Any]], rank: int = 0) -> No
     from ..analysis.native import analyse
     from ..analysis.tables import steps_frame
 
-    steps_frame(events).to_parquet(run_dir.path / contract.steps_file(rank), index=False)
+    outputs.write_table(run_dir.path / contract.steps_file(rank), steps_frame(events))  # a link there: replaced
     if rank:
         return
     installed = next((e["installed"] for e in events if e["event"] == "sites"), {})
@@ -357,9 +357,10 @@ class _Follower:
             *lines, self.buffers[path] = (self.buffers.get(path, b"") + data).split(b"\n")
             for line in lines:
                 try:
-                    self.on_event(json.loads(line))
-                except json.JSONDecodeError:
+                    event = reader.loads_json(line.decode("utf-8", "replace"), path)
+                except (json.JSONDecodeError, UserError):  # torn, or nested deeper than any event
                     continue
+                self.on_event(event)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

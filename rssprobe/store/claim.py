@@ -5,6 +5,10 @@ open under an exclusive flock, that names its holder (pid, start time and boot i
 liveness records them, and the command). A second command that asks for the same directory, in this
 process's lifetime or beside it, is refused with one line naming the holder, before it writes anything.
 
+The claim file is created exclusively, never through a link. One found there is used only when it is one of
+rssprobe's own (a regular file of one name holding a claim's record, or empty); a symbolic link, a hard link
+(another run's manifest, say), a FIFO or a file of anything else is refused with one line and left untouched.
+
 The claim ends when its holder releases it (the file removed, and the directory too if the claim made it and
 nothing was written) or exits: release_all() runs at exit, and a holder killed outright (SIGKILL) loses its
 flock in the kernel; the file it left names a holder judgement.gone() finds gone, and the next claim takes it
@@ -27,7 +31,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..log import say
-from . import judgement, outputs
+from . import judgement, outputs, reader
 from .writer import now_iso
 
 CLAIM = ".rssprobe-claim"
@@ -41,12 +45,26 @@ class _Held:
 _held: dict[Path, _Held] = {}
 
 
-def _holder(fd: int) -> dict[str, Any]:
+_FIELDS = {"orchestrator", "command", "since"}
+
+
+def _holder(fd: int) -> dict[str, Any] | None:
+    """The record of the claim file open at `fd`: {} while it is being written (empty), None when it holds
+    something that is not one of rssprobe's claims (a JSON object of exactly its fields, the orchestrator an
+    object: anything else is someone's data, never adopted, truncated or removed)."""
     try:
-        data = json.loads(os.pread(fd, 1 << 16, 0) or b"{}")
-    except (OSError, ValueError):
+        data = os.pread(fd, 1 << 16, 0)
+    except OSError:
+        return None
+    if not data:
         return {}
-    return data if isinstance(data, dict) else {}
+    try:
+        record = reader.loads_json(data.decode("utf-8"), CLAIM)
+    except (UnicodeDecodeError, ValueError, UserError):  # JSONDecodeError is a ValueError
+        return None
+    if not isinstance(record, dict) or set(record) != _FIELDS or not isinstance(record["orchestrator"], dict):
+        return None
+    return record
 
 
 def describe(holder: dict[str, Any]) -> str:
@@ -86,6 +104,35 @@ def _why(directory: Path, e: OSError) -> str:
     return f"{blocker} is not a directory" if blocker is not None else (e.strerror or str(e))
 
 
+def _open(path: Path, directory: Path, what: str) -> int:
+    """The claim file, created exclusively (never through a link); an existing one opened without following a
+    link or blocking, and only when it is a regular file of one name (a hard link is someone else's file)."""
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise UserError(f"{directory}: cannot claim the {what} ({e.strerror or e})") from None
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:  # released meanwhile: create it
+        return _open(path, directory, what)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(f"{path}: is a symbolic link, not rssprobe's claim file; rssprobe leaves it as it is: "
+                            "remove it, or give another directory") from None
+        raise UserError(f"{directory}: cannot claim the {what} ({e.strerror or e})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # a FIFO would never give the record back
+        os.close(fd)
+        what_is = outputs.kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else \
+            f"a hard link ({st.st_nlink} names)"
+        raise UserError(f"{path}: is {what_is}, not rssprobe's claim file; rssprobe leaves it as it is: remove "
+                        "it, or give another directory")
+    return fd
+
+
 def claim(directory: Path, what: str = "output directory") -> Path:
     """Create and claim `directory` for this process (see the module's doc); the directory. A directory that is,
     or lies inside, an input of the command is refused first (store/outputs.py)."""
@@ -96,32 +143,28 @@ def claim(directory: Path, what: str = "output directory") -> Path:
         return directory
     path = directory / CLAIM
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-        except OSError as e:
-            raise UserError(f"{directory}: cannot claim the {what} ({e.strerror or e})") from None
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # a FIFO there would take the claim's record and never give it back
-            os.close(fd)
-            raise UserError(f"{path}: is {outputs.kind(mode)}, not rssprobe's claim file; remove it, or give "
-                            "another directory")
+        fd = _open(path, directory, what)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            holder = _holder(fd)
+            holder = _holder(fd) or {}
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise UserError(f"{directory}: cannot claim the {what} ({e.strerror or e})") from None
             raise UserError(f"{directory}: the {what} is in use by {describe(holder)}; wait for it to end, or "
                             "give another directory") from None
         try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            same = os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino
         except FileNotFoundError:
             same = False
         if same:
             break
         os.close(fd)  # its holder released it between our open and our lock: claim the new file
-    previous = _holder(fd)
+    previous = _holder(fd)  # {}: empty, a claim being made (its maker lost the lock to us) or a crash's leftover
+    if previous is None or os.fstat(fd).st_nlink != 1:
+        os.close(fd)
+        raise UserError(f"{path}: is not one of rssprobe's claims (a hard link, or a file of something else); "
+                        "rssprobe leaves it as it is: remove it, or give another directory")
     recorded = previous.get("orchestrator")
     if recorded:
         why = judgement.gone(recorded)

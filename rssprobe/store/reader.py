@@ -1,24 +1,37 @@
 """THE reader of files that may be damaged: every file rssprobe reads goes through here.
 
 Any of them can be missing, a directory, a FIFO or a device, huge, truncated, not UTF-8, not JSON or
-TOML, or JSON of the wrong shape. Each case is one line naming the file and the reason (UserError,
-exit 2), never a traceback and never a hang: a file is opened without blocking (a FIFO would wait for
-a writer forever), only a regular file is read, and at most a size bound of it.
+TOML, nested deeper than any file rssprobe writes, or JSON of the wrong shape. Each case is one line naming
+the file and the reason (UserError, exit 2), never a traceback and never a hang: a file is opened without
+blocking (a FIFO would wait for a writer forever), only a regular file is read, and at most a size bound of it.
+
+Every JSON and TOML text, from a file or not (an events line, a claim, a --set value), is parsed by
+loads_json/loads_toml: nesting is bounded (MAX_DEPTH) before the parser sees it, since both parsers recurse
+once per level and a document nested 100,000 deep is a RecursionError, not an answer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import tomllib
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
-
-import tomllib
 
 from ..errors import UserError
 
 MAX_BYTES = 1 << 30  # no file rssprobe writes comes near this; a larger one is not read into memory
+MAX_DEPTH = 64  # no file rssprobe reads nests deeper than ~8 levels; the parsers recurse once per level
+
+# what cannot open or close a level: JSON strings (escapes included); TOML strings of all four kinds and comments
+_JSON_SKIP = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_TOML_SKIP = re.compile(r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\n]*\'|#[^\n]*',
+                        re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_LEVEL = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device"}
@@ -75,10 +88,46 @@ def read_text(path: Path, errors: str = "strict") -> str:
         raise UserError(f"{path}: damaged (not UTF-8 text: byte {e.start})") from None
 
 
+def depth(text: str, toml: bool = False) -> int:
+    """The deepest nesting of brackets and braces in a JSON (or TOML) text, strings and comments left out
+    (regular expressions in C, then a step a bracket)."""
+    bare = _NOT_BRACKET.sub("", (_TOML_SKIP if toml else _JSON_SKIP).sub("", text))
+    return max(accumulate(_LEVEL[c] for c in bare), default=0)
+
+
+def _deep(text: str, toml: bool = False) -> bool:
+    """Whether `text` nests deeper than MAX_DEPTH (free for a text with fewer brackets than that: most)."""
+    return text.count("[") + text.count("{") > MAX_DEPTH and depth(text, toml) > MAX_DEPTH
+
+
+def _too_deep(label: object, what: str) -> UserError:
+    return UserError(f"{label}: {what} (nested deeper than {MAX_DEPTH} levels; no file rssprobe reads is)")
+
+
+def loads_json(text: str, label: object, what: str = "damaged JSON") -> Any:
+    """json.loads, bounded: UserError naming `label` when nested too deep; json.JSONDecodeError as json says."""
+    if _deep(text):
+        raise _too_deep(label, what)
+    try:
+        return json.loads(text)
+    except RecursionError:  # not reached past the bound above; kept so that no parse is ever a traceback
+        raise _too_deep(label, what) from None
+
+
+def loads_toml(text: str, label: object, what: str = "not valid TOML") -> dict[str, Any]:
+    """tomllib.loads, bounded as loads_json; tomllib.TOMLDecodeError as tomllib says."""
+    if _deep(text, toml=True):
+        raise _too_deep(label, what)
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise _too_deep(label, what) from None
+
+
 def read_json(path: Path, what: str, adjective: str = "corrupt") -> Any:
     text = read_text(path)
     try:
-        return json.loads(text)
+        return loads_json(text, path, f"{adjective} {what}")
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: {adjective} {what} (not JSON: {e})") from None
 
@@ -95,7 +144,7 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
     """A TOML file's tables; `label` names it in the message (default: its path)."""
     text = read_text(path)
     try:
-        return tomllib.loads(text)
+        return loads_toml(text, label or path)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{label or path}: not valid TOML ({e})") from None
 

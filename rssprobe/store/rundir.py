@@ -37,7 +37,10 @@ def read_events(path: Path) -> Events:
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            event = reader.loads_json(line, f"{path}: line {i + 1}")
+        except UserError:  # nested deeper than any event
+            out.bad_lines.append((i + 1, f"nested deeper than {reader.MAX_DEPTH} levels"))
+            continue
         except json.JSONDecodeError:
             if i != last or text.endswith("\n"):  # a torn write is the unterminated last line only
                 out.bad_lines.append((i + 1, "not JSON"))

@@ -56,7 +56,7 @@ class Worker:
             self.scenario["script"]["args"] = launched
         elif self.scenario["world_size"] > 1:
             # each rank keeps its own stdout/stderr, for the tail shown when it dies
-            log = os.open(run_dir / rank_log(self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            log = os.open(run_dir / rank_log(self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW)
             os.dup2(log, 1)
             os.dup2(log, 2)
         self.events = EventWriter(run_dir / events_file(self.rank), self.rank)

@@ -8,6 +8,7 @@ carries the format version the reader upgrades from."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ __all__ = ["EventWriter", "events_file"]
 
 class EventWriter:
     def __init__(self, path: Path, rank: int = 0) -> None:
-        self._f = open(path, "a", buffering=1)
+        # never through a link left at the name (the run directory is the orchestrator's: store/outputs.py)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        self._f = os.fdopen(fd, "a", buffering=1)
         self.rank = rank
         self._first = self._f.tell() == 0
 

@@ -5,10 +5,9 @@ Only the progress bar's total comes from it; None when nothing says."""
 from __future__ import annotations
 
 import os
+import tomllib
 from importlib import resources
 from typing import Any
-
-import tomllib
 
 
 def _declared() -> dict[str, list[dict[str, Any]]]:

@@ -17,6 +17,7 @@ from ...analysis.compare import Side
 from ...log import say
 from ...run import envs, host, launch
 from ...run import group as groups
+from ...store import outputs
 from ...store.rundir import GroupDir
 from ..matrix import Outcome
 from . import git, rounds
@@ -40,7 +41,7 @@ def bisect_commits(runner: Runner, src: Path, good: str, bad: str, torch: str | 
     if limits is not None:
         check = ["--limits", str(limits.resolve())]
     elif limit is not None:
-        (runner.root / "limits.toml").write_text(f'[limits]\n"{metric}" = {limit}\n')
+        outputs.replace(runner.root / "limits.toml", f'[limits]\n"{metric}" = {limit}\n')
         check = ["--limits", str(runner.root / "limits.toml")]
     else:  # against the good revision's figure: a significant increase is bad
         env = envs.create(envs.EnvSpec.parse([f"torch=={torch}", f"deepspeed={src}@{good_c}"]), pip, say)

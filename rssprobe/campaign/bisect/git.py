@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ...config.scenariospec import ScenarioSpec
 from ...errors import UserError
+from ...store import outputs
 
 FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)
 LOGGED = re.compile(r"^# (good|bad|skip): \[([0-9a-f]{40})\]", re.M)
@@ -101,7 +102,7 @@ def step_script(path: Path, *, rssprobe: list[str], cwd: Path, runs: Path, torch
     """Write the per-commit script (build an env for the revision, run, gate) and make it executable."""
     q = shlex.quote
     words, tail = spec.with_(trim_at_end=True).words()
-    path.write_text(STEP.format(
+    outputs.replace(path, STEP.format(
         runs=q(str(runs)), cwd=q(str(cwd)), rssprobe=" ".join(q(a) for a in rssprobe), torch=q(f"torch=={torch}"),
         source=q(f"deepspeed={source}"), pip=" ".join(q(a) for a in pip),
         scenario=" ".join(q(w) for w in words), tail=" ".join(q(w) for w in tail), repeat=repeat,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import UserError
+from ...store import outputs
 from ...store.layout import envs_root
 from ...store.writer import now_iso, write_json_atomic
 from .. import host
@@ -107,6 +108,6 @@ def _call(cmd: list[str], what: str, step: str, failed_log: Path, extra_env: dic
                           stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         output = proc.stdout + proc.stderr
-        failed_log.write_text(f"$ {' '.join(cmd)}\n{output}")
+        outputs.replace(failed_log, f"$ {' '.join(cmd)}\n{output}")
         tail = " | ".join(line.strip() for line in output.strip().splitlines()[-TAIL_LINES:] if line.strip())
         raise UserError(f"{what}: {step} failed (exit {proc.returncode}): {tail} (whole output: {failed_log})")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UserError
-from ...store import layout, reader
+from ...store import layout, outputs, reader
 from ...store.layout import envs_root
 from .spec import EnvSpec
 
@@ -84,9 +84,9 @@ def lock(name: str) -> Iterator[None]:
     """One builder per env at a time (two matrix cells, or two terminals, asking for the same spec)."""
     root = envs_root()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{name}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    fd = outputs.lock(root / f".{name}.lock")  # a FIFO there would hang, a link be truncated: refused
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
