@@ -175,6 +175,14 @@ def size_words(params: float | None) -> str:
     return f"{params:.0f}"
 
 
+def trainable_words(s: dict[str, Any]) -> str:
+    """', 106.5 k trainable (0.55%)' for a fine-tune (some parameters frozen); empty when every one trains."""
+    trainable, params = (s.get("model") or {}).get("trainable_params"), s.get("params")
+    if trainable is None or not params or trainable >= params:
+        return ""
+    return f", {size_words(trainable) if trainable else '0'} trainable ({100 * trainable / params:.2f}%)"
+
+
 def mib(value_bytes: float) -> str:
     return f"{value_bytes / MiB:,.0f} MiB" if abs(value_bytes) >= 10 * MiB else f"{value_bytes / MiB:,.1f} MiB"
 
@@ -184,7 +192,8 @@ def _what(s: dict[str, Any]) -> str:
     offload = [f"{k.removeprefix('offload_')} offloaded to {v}" for k, v in z.items()
                if k.startswith("offload_") and v]
     ranks = f", {s['world_size']} ranks" if s.get("world_size", 1) > 1 else ""
-    what = f"{s['scenario']} ({size_words(s.get('params'))} parameters, ZeRO-{z.get('stage', '?')}"
+    stage = f"ZeRO-{z['stage']}" if z.get("stage") is not None else "ZeRO stage not known"
+    what = f"{s['scenario']} ({size_words(s.get('params'))} parameters{trainable_words(s)}, {stage}"
     return what + "".join(f", {o}" for o in offload) + f"{ranks}, {s['steps_done']} steps)"
 
 

@@ -150,6 +150,9 @@ from .names import (
     role_names,
     roles,
 )
+from .ranks import RANKS_ENV
+from .ranks import asked as ranks_asked
+from .ranks import mismatch as rank_mismatch
 
 __all__ = [
     "ABORT_AT_EXIT",
@@ -204,6 +207,7 @@ __all__ = [
     "PIN_REGISTER",
     "PR_SET_PDEATHSIG",
     "PYMALLOC",
+    "RANKS_ENV",
     "RANK_EVENTS_GLOB",
     "SELF_CHECK_ANSWER",
     "SETS",
@@ -265,7 +269,9 @@ __all__ = [
     "parse",
     "partitioned_roles",
     "rank_log",
+    "rank_mismatch",
     "rank_of_events",
+    "ranks_asked",
     "role_names",
     "roles",
     "session_members",
