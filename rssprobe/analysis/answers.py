@@ -175,6 +175,16 @@ def size_words(params: float | None) -> str:
     return f"{params:.0f}"
 
 
+def scale_command(s: dict[str, Any]) -> str:
+    """The command that fits fixed + slope x params for this run's model (a script: over its own size option)."""
+    script = s.get("script") or {}
+    if script.get("path"):
+        args = " ".join(script.get("args") or [])
+        return (f"`rssprobe scale --script {script['path']} --size-arg NAME=V1,V2,V3"
+                + (f" -- {args}`" if args else "`") + " (NAME: the script's own size option)")
+    return f"`rssprobe scale {s.get('scenario')} --params 4e6,16e6,64e6`"
+
+
 def trainable_words(s: dict[str, Any]) -> str:
     """', 106.5 k trainable (0.55%)' for a fine-tune (some parameters frozen); empty when every one trains."""
     trainable, params = (s.get("model") or {}).get("trainable_params"), s.get("params")
@@ -223,6 +233,12 @@ def run(s: dict[str, Any]) -> list[str]:
     params = s.get("params") or 0
     out = [f"This run of {_what(s)} holds {end:.2f} B/param of host RAM above its pre-model baseline at the end "
            f"({mib(end * params)}), {live:.2f} of it live ZeRO buffers; its peak is {peak:.2f} B/param."]
+    if end - live > live:  # most of the figure is not ZeRO state: name what it probably is before anything else
+        out[0] = (f"This run of {_what(s)} holds {end:.2f} B/param of host RAM above its pre-model baseline at the "
+                  f"end ({mib(end * params)}), but only {live:.2f} of it is live ZeRO buffers: the other "
+                  f"{end - live:.2f} is mostly a fixed cost (modules imported, libraries mapped, allocator pools) "
+                  f"divided by this model's {size_words(params)} parameters, not a cost per parameter; "
+                  f"{scale_command(s)} separates the two. Its peak is {peak:.2f} B/param.")
     rest = _rest(s.get("budget"))
     trim = m.get("budget.rss_after_trim_above_baseline")
     if rest:

@@ -100,17 +100,22 @@ def phases_table(s: dict[str, Any]) -> Table:
               ["phase", "RSS", "peak RSS", "glibc in use", "glibc free-retained"])
     for phase, f in s["phases"].items():
         if f:
-            t.rows.append([phase, bpp(f.get("rss")), bpp(f.get("peak")), bpp(f.get("glibc_in_use")),
-                           bpp(f.get("glibc_free"))])
+            t.rows.append([PHASE_WORDS.get(phase, phase), bpp(f.get("rss")), bpp(f.get("peak")),
+                           bpp(f.get("glibc_in_use")), bpp(f.get("glibc_free"))])
     t.note = "steady = mean over steps after the first (peak: max)."
     return t
+
+
+# two different "end" readings, named apart: the phase table's is the last step's, the budget's the end census
+PHASE_WORDS = {"end": "last step"}
+CENSUS_WORDS = {"end": "end (after the last step)"}
 
 
 def budget_table(s: dict[str, Any]) -> Table | None:
     budgets = s.get("budgets") or []
     if not budgets:
         return None
-    ats = [b["at"] for b in budgets]
+    ats = [CENSUS_WORDS.get(b["at"], b["at"]) for b in budgets]
     t = Table("Live-buffer budget (resident bytes per parameter)", ["role", *ats])
     roles: list[str] = []
     for b in budgets:

@@ -1,6 +1,6 @@
 """A LoRA-shaped fine-tune without PEFT: a tiny base (4 x Linear(512, 512)) frozen by hand (requires_grad False)
 and a rank-8 adapter per layer trained, at ZeRO-3 with the optimizer and parameters offloaded, bf16. The known
-answer: trainable = 4 x (512 x 8 + 8 x 512) = 32,768 of 1,081,344 parameters; the frozen base's bf16
+answer: trainable = 4 x (512 x 8 + 8 x 512) = 32,768 of 1,083,392 parameters (3.02%); the frozen base's bf16
 partitions are the role frozen_partitions, not `other`. --stage 2 runs the same at ZeRO-2 with accelerate's
 plugin-style config (offload_param device "none")."""
 
