@@ -15,6 +15,7 @@ from rssprobe.analysis.compare import Side, differences
 from rssprobe.contract import rank_mismatch, ranks_asked
 from rssprobe.run import launchranks
 
+from .conftest import rssprobe, summary
 from .fakes_rundir import make_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +120,68 @@ def test_diff_lists_a_rank_count_difference_first(tmp_path: Path) -> None:
     what = differences(Side.load(str(a)), Side.load(str(b)))
     assert what[0] == ("ranks", 1, 2)
     assert not any(w == "scenario world_size" for w, _x, _y in what)  # said once
+
+
+# ---- worker tests: tiny real trainings ------------------------------------------------------------------------
+FROZEN = ROOT / "tests" / "data" / "scripts" / "frozen_zero3.py"
+BASE, TRAINED = 4 * (512 * 512 + 512), 4 * (512 * 8 + 8 * 512)  # the script's frozen base and its adapters
+
+
+@pytest.mark.worker
+def test_accelerate_without_multi_gpu_fails_with_one_line_naming_both_counts(tmp_path: Path) -> None:
+    """Issue 42's reproducer: accelerate starts one plain process for --num_processes 2 without --multi_gpu; under
+    rssprobe's one-process rendezvous it trained as 1 rank and came back ok. Refused before training (exit 2)."""
+    import shutil
+    import sys
+
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    if accelerate is None:
+        pytest.skip("accelerate is not installed")
+    proc = rssprobe("run", "--out", str(tmp_path / "r"), "--", accelerate, "launch", "--num_processes", "2",
+                    LINEAR, "--steps", "2", "--width", "256")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "asks for 2 ranks but 1 reached DeepSpeed" in last and "--multi_gpu" in last
+    assert "Traceback" not in last
+
+
+@pytest.fixture(scope="module")
+def frozen_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    run = tmp_path_factory.mktemp("yourjob") / "frozen"
+    rssprobe("run", "--out", str(run), "--script", str(FROZEN), "--", "--steps", "2", check=True)
+
+    return summary(run)
+
+
+@pytest.mark.worker
+def test_a_lora_shaped_zero3_run_shows_its_trainable_count_and_names_the_frozen_partitions(
+        frozen_run: dict[str, object]) -> None:
+    """Known answer: 32,768 of 1,083,392 parameters train; the frozen base's bf16 ZeRO-3 partitions are
+    2 x 1,050,624 bytes (exact: the census counts tensor bytes); nothing of the model is left in `other`."""
+    s = frozen_run
+    params = BASE + TRAINED
+    assert s["params"] == params and s["model"]["trainable_params"] == TRAINED
+    assert "1.1 M parameters, 32.8 k trainable (3.02%)" in s["answer"][0]
+    assert s["label"] == "frozen_zero3"  # the script's name, not "baseline"
+    roles = s["budget"]["roles"]
+    # resident bytes of whole pages: within a page per frozen tensor (8 tensors x 4 KiB) of 2 B/param
+    assert abs(roles["frozen_partitions"] - 2 * BASE / params) <= 8 * 4096 / params
+    assert roles.get("other", 0.0) < 0.05
+    per_trained = s["budget"]["roles_per_trainable_param"]
+    assert abs(per_trained["fp32_master"] - 4.0) < 0.01 and abs(per_trained["adam_exp_avg"] - 4.0) < 0.01
+    assert s["zero"] == {"stage": 3, "offload_optimizer": "cpu", "offload_param": "cpu"}
+
+
+@pytest.mark.worker
+@pytest.mark.slow
+def test_a_two_rank_launcher_run_records_its_world_reads_offload_and_keeps_per_rank_logs(tmp_path: Path) -> None:
+    """torchrun, 2 ranks (gloo), the script at ZeRO-2 with offload_param {device: none} as accelerate's plugin writes
+    it: the recorded world is 2 (scenario too), no parameter offload, and each rank's output in its own log."""
+    run = tmp_path / "zero2"
+    rssprobe("run", "--out", str(run), "--", "torchrun", "--nproc-per-node", "2", str(FROZEN), "--stage", "2",
+             "--steps", "2", check=True)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["world_size"] == 2 and manifest["scenario"]["world_size"] == 2
+    assert manifest["scenario"]["zero"]["offload_param"] is None
+    assert manifest["scenario"]["zero"]["offload_optimizer"] == "cpu"
+    assert (run / "worker.rank0.log").is_file() and (run / "worker.rank1.log").is_file()
