@@ -170,6 +170,7 @@ def test_a_lora_shaped_zero3_run_shows_its_trainable_count_and_names_the_frozen_
     per_trained = s["budget"]["roles_per_trainable_param"]
     assert abs(per_trained["fp32_master"] - 4.0) < 0.01 and abs(per_trained["adam_exp_avg"] - 4.0) < 0.01
     assert s["zero"] == {"stage": 3, "offload_optimizer": "cpu", "offload_param": "cpu"}
+    assert s["sites_first_step_only"] == []  # ZeRO-1/2's per-parameter sites: never called at ZeRO-3, not footnoted
 
 
 @pytest.mark.worker

@@ -267,7 +267,12 @@ class Summary:
     def sites_first_step_only(self) -> list[str]:
         """Sites measured on the first step only (declared per-parameter sites); runs before them: none."""
         e = self._first("sites")
-        return list(e.get("first_step_only") or []) if e else []
+        declared = list(e.get("first_step_only") or []) if e else []
+        if not declared:
+            return []
+        # only those this run called: ZeRO-1/2's per-parameter sites are installed at ZeRO-3 too, never called
+        called = {r["site"] for r in self.sites() if r.get("calls")}
+        return [p for p in declared if p in called]
 
     def sites_steady(self) -> str:
         """'light' (from step 2 on no glibc reads at sites, per-parameter sites pass through) or 'full'
