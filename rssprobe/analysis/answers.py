@@ -176,6 +176,24 @@ def size_words(params: float | None) -> str:
     return f"{params:.0f}"
 
 
+def scale_command(s: dict[str, Any]) -> str:
+    """The command that fits fixed + slope x params for this run's model (a script: over its own size option)."""
+    script = s.get("script") or {}
+    if script.get("path"):
+        args = " ".join(script.get("args") or [])
+        return (f"`rssprobe scale --script {script['path']} --size-arg NAME=V1,V2,V3"
+                + (f" -- {args}`" if args else "`") + " (NAME: the script's own size option)")
+    return f"`rssprobe scale {s.get('scenario')} --params 4e6,16e6,64e6`"
+
+
+def trainable_words(s: dict[str, Any]) -> str:
+    """', 106.5 k trainable (0.55%)' for a fine-tune (some parameters frozen); empty when every one trains."""
+    trainable, params = (s.get("model") or {}).get("trainable_params"), s.get("params")
+    if trainable is None or not params or trainable >= params:
+        return ""
+    return f", {size_words(trainable) if trainable else '0'} trainable ({100 * trainable / params:.2f}%)"
+
+
 def mib(value_bytes: float) -> str:
     return f"{value_bytes / MiB:,.0f} MiB" if abs(value_bytes) >= 10 * MiB else f"{value_bytes / MiB:,.1f} MiB"
 
@@ -185,7 +203,8 @@ def _what(s: dict[str, Any]) -> str:
     offload = [f"{k.removeprefix('offload_')} offloaded to {v}" for k, v in z.items()
                if k.startswith("offload_") and v]
     ranks = f", {s['world_size']} ranks" if s.get("world_size", 1) > 1 else ""
-    what = f"{s['scenario']} ({size_words(s.get('params'))} parameters, ZeRO-{z.get('stage', '?')}"
+    stage = f"ZeRO-{z['stage']}" if z.get("stage") is not None else "ZeRO stage not known"
+    what = f"{s['scenario']} ({size_words(s.get('params'))} parameters{trainable_words(s)}, {stage}"
     return what + "".join(f", {o}" for o in offload) + f"{ranks}, {s['steps_done']} steps)"
 
 
@@ -215,6 +234,12 @@ def run(s: dict[str, Any]) -> list[str]:
     params = s.get("params") or 0
     out = [f"This run of {_what(s)} holds {end:.2f} B/param of host RAM above its pre-model baseline at the end "
            f"({mib(end * params)}), {live:.2f} of it live ZeRO buffers; its peak is {peak:.2f} B/param."]
+    if end - live > live:  # most of the figure is not ZeRO state: name what it probably is before anything else
+        out[0] = (f"This run of {_what(s)} holds {end:.2f} B/param of host RAM above its pre-model baseline at the "
+                  f"end ({mib(end * params)}), but only {live:.2f} of it is live ZeRO buffers: the other "
+                  f"{end - live:.2f} is mostly a fixed cost (modules imported, libraries mapped, allocator pools) "
+                  f"divided by this model's {size_words(params)} parameters, not a cost per parameter; "
+                  f"{scale_command(s)} separates the two. Its peak is {peak:.2f} B/param.")
     rest = _rest(s.get("budget"))
     trim = m.get("budget.rss_after_trim_above_baseline")
     if rest:

@@ -98,6 +98,12 @@ def _scenario(side: Side) -> dict[str, Any]:
         return {}
 
 
+def _ranks(side: Side) -> int | None:
+    """The ranks of the side's first readable run, as its run recorded them (a launcher's real world)."""
+    summary = side.readable[0] if side.readable else side.summaries[0]
+    return summary.get("world_size")
+
+
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -120,6 +126,9 @@ def differences(a: Side, b: Side) -> list[tuple[str, Any, Any]]:
     """What differs between the two sides' configurations: (what, A, B)."""
     da, db = a.describe(), b.describe()
     out = []
+    ranks_a, ranks_b = _ranks(a), _ranks(b)
+    if ranks_a != ranks_b:  # first: a different world changes every partitioned figure (+9 B/param at 1 vs 2)
+        out.append(("ranks", ranks_a, ranks_b))
     for key in ("label", "allocator", "malloc_env", "params"):
         if da[key] != db[key]:
             out.append((key, da[key], db[key]))
@@ -131,7 +140,7 @@ def differences(a: Side, b: Side) -> list[tuple[str, Any, Any]]:
         out.append(("patches (fire counts per run)", da["patches"] or "none", db["patches"] or "none"))
     sa, sb = _flat(_scenario(a)), _flat(_scenario(b))
     for key in sorted(set(sa) | set(sb)):
-        if sa.get(key) != sb.get(key) and key != "patches.patched":
+        if sa.get(key) != sb.get(key) and key not in ("patches.patched", "world_size"):
             out.append((f"scenario {key}", sa.get(key), sb.get(key)))
     return out
 

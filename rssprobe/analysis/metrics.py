@@ -158,10 +158,19 @@ def group(name: str) -> str:
     return metric(name).group
 
 
+# families whose rows differ only by the name after the dot (role.fp32_master): a row's words name it
+NAMED_BY_SUFFIX = ("role.*", "zero3.*")
+
+
 def label(name: str) -> str:
     """A figure's words: a part's own name (the contract's label), else its registry label."""
     part = next((lbl for lbl, key in PART_KEYS.items() if key == name), None)
-    return part or metric(name).label
+    if part:
+        return part
+    found = metric(name)
+    if found.pattern in NAMED_BY_SUFFIX and name != found.pattern:  # one row per role: each names its own
+        return f"{found.label}: {name.split('.', 1)[1]}"
+    return found.label
 
 
 def columns(*names: str) -> dict[str, str]:

@@ -27,6 +27,8 @@ def describe(by_kind: dict[str, list[dict[str, Any]]], manifest: Manifest) -> di
         "kind": _of(model.get("model_kind"), str, "linear"), "architecture": _of(model.get("architecture"), str),
         "layers": _of(model.get("layers"), int), "params_target": target,
         "params": model.get("params"), "param_tensors": tensors, "tied": tied,
+        # a script's trainable parameters (requires_grad); fewer than params: a fine-tune, the rest frozen
+        "trainable_params": _of(model.get("trainable_params"), int),
         "tied_params": _of(model.get("tied_params"), int, 0),
         "model_type": _of(_of(declared.get("hf"), dict, {}).get("model_type"), str),
         "seq_len": _of(declared.get("seq_len"), int), "imports": _of((by_kind.get("model_imports") or [None])[0], dict),

@@ -52,6 +52,10 @@ def _seconds(value: Any) -> float | None:
     return float(value) if ok else None
 
 
+# the roles the optimizer keeps per parameter it trains (a fine-tune's frozen ones have none of them)
+OPTIMIZER_ROLES = ("fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq", "h2d_staging", "grad_partitions")
+
+
 class Summary:
     """Derived view of one run; `as_dict()` is the JSON form every reporter and diff reads."""
 
@@ -72,6 +76,7 @@ class Summary:
             self.by_kind.setdefault(e["event"], []).append(e)
         model = self._first("model")
         self.params: int | None = model["params"] if model else None
+        self.trainable_params: int | None = model.get("trainable_params") if model else None
         partition = self._first("partition")
         self.partition_params: int | None = partition["params"] if partition else None
         # DeepSpeed's estimate is absolute host memory for a whole node; a rank's share is shown
@@ -160,6 +165,10 @@ class Summary:
                                                                  _free(self.baseline["mallinfo"]))),
             "estimator_bytes_per_param": self.bpp(self.estimator),
         }
+        trainable = self.trainable_params
+        if trainable and self.params and trainable < self.params:  # a fine-tune: the optimizer's roles per trained one
+            out["roles_per_trainable_param"] = {name: v * self.params / trainable for name, v in roles.items()
+                                                if name in OPTIMIZER_ROLES and v is not None}
         out.update(parts)
         out.update(self.census_time(census))
         out["imported_since_baseline"] = self.imported_since_baseline(at)
@@ -260,7 +269,12 @@ class Summary:
     def sites_first_step_only(self) -> list[str]:
         """Sites measured on the first step only (declared per-parameter sites); runs before them: none."""
         e = self._first("sites")
-        return list(e.get("first_step_only") or []) if e else []
+        declared = list(e.get("first_step_only") or []) if e else []
+        if not declared:
+            return []
+        # only those this run called: ZeRO-1/2's per-parameter sites are installed at ZeRO-3 too, never called
+        called = {r["site"] for r in self.sites() if r.get("calls")}
+        return [p for p in declared if p in called]
 
     def sites_steady(self) -> str:
         """'light' (from step 2 on no glibc reads at sites, per-parameter sites pass through) or 'full'

@@ -8,3 +8,6 @@ ORCHESTRATOR_ENV = "RSSPROBE_ORCHESTRATOR_PID"  # set by the launcher for the pr
 # torch >= 2.9 reads the second before it, so an inherited one is removed from the worker's environment
 TORCH_ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
 TORCH_ALLOC_CONF_NEWER_ENV = "PYTORCH_ALLOC_CONF"
+# "N LAUNCHER": the ranks the user's launch command asks for and the launcher that was asked (contract/ranks.py;
+# PYTHON-prefixed: DeepSpeed's launcher forwards such variables to other nodes)
+RANKS_ENV = "PYTHON_RSSPROBE_RANKS"

@@ -87,6 +87,7 @@ class Model(Event):
 
     params: int
     param_groups: NotRequired[int]
+    trainable_params: NotRequired[int]  # a script's parameters with requires_grad (a fine-tune freezes the rest)
     estimator_ranks_per_node: NotRequired[int]
     estimator_nodes: NotRequired[int]
     estimator_cpu_bytes: NotRequired[float | None]

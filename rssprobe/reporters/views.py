@@ -101,17 +101,22 @@ def phases_table(s: dict[str, Any]) -> Table:
               ["phase", "RSS", "peak RSS", "glibc in use", "glibc free-retained"])
     for phase, f in s["phases"].items():
         if f:
-            t.rows.append([phase, bpp(f.get("rss")), bpp(f.get("peak")), bpp(f.get("glibc_in_use")),
-                           bpp(f.get("glibc_free"))])
+            t.rows.append([PHASE_WORDS.get(phase, phase), bpp(f.get("rss")), bpp(f.get("peak")),
+                           bpp(f.get("glibc_in_use")), bpp(f.get("glibc_free"))])
     t.note = "steady = mean over steps after the first (peak: max)."
     return t
+
+
+# two different "end" readings, named apart: the phase table's is the last step's, the budget's the end census
+PHASE_WORDS = {"end": "last step"}
+CENSUS_WORDS = {"end": "end (after the last step)"}
 
 
 def budget_table(s: dict[str, Any]) -> Table | None:
     budgets = s.get("budgets") or []
     if not budgets:
         return None
-    ats = [b["at"] for b in budgets]
+    ats = [CENSUS_WORDS.get(b["at"], b["at"]) for b in budgets]
     t = Table("Live-buffer budget (resident bytes per parameter)", ["role", *ats])
     roles: list[str] = []
     for b in budgets:
@@ -119,6 +124,10 @@ def budget_table(s: dict[str, Any]) -> Table | None:
     for role in roles:
         t.rows.append([role, *[bpp(b["roles"].get(role)) for b in budgets]])
     t.rows.append(["= live tensors", *[bpp(b.get("live_bytes_per_param")) for b in budgets]])
+    trained = [r for r in roles if any(r in (b.get("roles_per_trainable_param") or {}) for b in budgets)]
+    for role in trained:  # a fine-tune: what the optimizer keeps, per parameter it trains (not in the sum above)
+        t.rows.append([f"({role} per trainable parameter)",
+                       *[bpp((b.get("roles_per_trainable_param") or {}).get(role)) for b in budgets]])
     parts: list[str] = []
     for b in budgets:
         parts += [p for p in b.get("parts", {}) if p not in parts and p != "live tensors"]
@@ -129,7 +138,10 @@ def budget_table(s: dict[str, Any]) -> Table | None:
         (("rss_above_baseline", "RSS above baseline"), ("unexplained", "unexplained (RSS - live)"))
     for key, label in (*rows, ("host_pinned", "live tensors pinned (page-locked)"),
                        ("malloc_trim_released", "malloc_trim(0) at end released"),
-                       ("estimator", "DeepSpeed estimator, a rank's share (absolute)")):
+                       ("estimator", "DeepSpeed estimator, a rank's share (absolute)"
+                        + (", assuming every parameter trainable" if s.get("model", {}) and
+                           (s["model"] or {}).get("trainable_params") is not None and
+                           s["model"]["trainable_params"] < (s.get("params") or 0) else ""))):
         values = [b.get(f"{key}_bytes_per_param") for b in budgets]
         if any(v is not None for v in values):
             t.rows.append([label, *[bpp(v) for v in values]])

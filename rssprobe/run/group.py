@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..config import overlay, patchsets
 from ..config.runoptions import RunOptions
+from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
 from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..contract.glibc import STEADY_MALLOC_ENV
@@ -112,6 +113,15 @@ class Start:
     argv: list[str] = field(default_factory=list)
 
 
+def default_label(s: Start, scen: Scenario, patch_label: str) -> str:
+    """A scenario run's patch label (baseline, patched, the patch names); a script run's is its script's name,
+    and the side when --baseline, --patched or a patch chose one (a diff of two scripts then names both)."""
+    if scen.script is None:
+        return patch_label
+    name = Path(scen.script.path).stem
+    return name if patch_label == patchsets.BASELINE and not s.baseline else f"{name}-{patch_label}"
+
+
 def build_request(s: Start) -> launch.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
     scen = s.spec.load()
@@ -127,6 +137,7 @@ def build_request(s: Start) -> launch.RunRequest:
     worker_python, env_name = envs.resolve_python(o.env_ref, o.python, log=say)
     preflight.check_alloc_conf(scen.torch_alloc_conf, worker_python)  # before a directory (run, scale) is written
     argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
-    return launch.RunRequest(scenario=scen, scenario_ref=s.spec.ref, label=s.label or patch_label,
+    label = s.label or default_label(s, scen, patch_label)
+    return launch.RunRequest(scenario=scen, scenario_ref=s.spec.ref, label=label,
                              patches=specs, allocator=o.allocator, malloc_env=dict(o.malloc_env), out=s.out,
                              patch_files=list(o.patch_files), memray=s.memray, python=worker_python, command=argv)

@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..store import claim, judgement, outputs, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
-from . import checkpoints, environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
+from . import checkpoints, environment, host, launchranks, lifeline, nodewatch, opcache, preflight, scriptrun
 from .deadline import Deadline, LogTail
 
 
@@ -74,6 +74,11 @@ def worker_command(req: RunRequest, run_dir: RunDir, port: str) -> list[str]:
         return [req.python, *worker]
     return [req.python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={n}",
             "--master-addr=127.0.0.1", f"--master-port={port}", *worker]
+
+
+def _script_word(command: list[str]) -> str:
+    """The word of a launch command that names its training script (config/script.split_command's choice)."""
+    return next((w for w in command if w.endswith(".py") and Path(w).is_file()), "")
 
 
 def _dead_rank(log: str) -> tuple[int, int] | None:
@@ -137,9 +142,12 @@ def prepare(req: RunRequest) -> Prepared:
         raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
     preflight.check_native_pin(req.scenario, req.patches, env, ds_version)
+    command = req.scenario.script.command if req.scenario.script is not None else None
+    ranks_env = launchranks.environment(command, _script_word(command)) if command else {}  # refused before a run dir
     run_dir = RunDir.create(req.out, req.scenario.name, req.label)
     if req.scenario.script is not None and req.scenario.script.command:  # the user's launcher starts the ranks
         env = environment.launched(env, run_dir.path, req.scenario.script.path)
+        env.update(ranks_env)
     overlay_dir = run_dir.path / contract.OVERLAY
     try:
         patch_records = overlay.prepare(req.patch_files, overlay_dir) if req.patch_files else []
@@ -197,7 +205,9 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
             on_event(event)
 
         follower = _Follower(run_dir.path, follow)
-        tail = LogTail(lambda: _logs(run_dir.path), on_output) if on_output is not None else None
+        # the console gets the worker's (or the user's launcher's) stream; a launched rank's own log repeats its part
+        launched = req.scenario.script is not None and bool(req.scenario.script.command)
+        tail = LogTail(lambda: _logs(run_dir.path, launched), on_output) if on_output is not None else None
         try:
             while proc.poll() is None:
                 follower.poll()
@@ -222,7 +232,6 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     # DeepSpeed's CPU shm_comm leaves a /dev/shm buffer (RAM) per process that outlives it: remove this run's
     run_dir.update_manifest(node=node.as_dict(), shm_buffers_removed=host.remove_deepspeed_shm(env["MASTER_PORT"]),
                             killed_after_exit=left)
-    launched = req.scenario.script is not None and bool(req.scenario.script.command)
     ranks = max(req.scenario.world_size, max(run_dir.ranks(), default=0) + 1) if launched else req.scenario.world_size
     try:
         return conclude(run_dir, ranks, proc.returncode, timed_out, interrupted)
@@ -243,8 +252,11 @@ def collect(path: Path) -> RunResult:
         run.release()
 
 
-def _logs(path: Path) -> list[Path]:
-    """The run's logs: the worker's (or torchrun's), then each rank's own."""
+def _logs(path: Path, launched: bool = False) -> list[Path]:
+    """The run's logs: the worker's (or torchrun's), then each rank's own (not under the user's launcher, whose
+    stream in worker.log holds every rank's output already)."""
+    if launched:
+        return [path / contract.WORKER_LOG]
     return [path / contract.WORKER_LOG, *sorted(path.glob(contract.rank_log(0).replace("0", "*", 1)))]
 
 
@@ -264,13 +276,16 @@ def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out
     if status == Status.OK and returncode not in (0, None):
         notes = [r["exit_after_end"] for r in ranks.values() if r.get("exit_after_end")]
         after_end = "; ".join(notes) if notes else exited_after_end(returncode, "torchrun")
+    amended = scriptrun.amend_manifest(run_dir.manifest(), every) or {}
+    recorded = amended.get("scenario") or run_dir.manifest().scenario
+    if isinstance(recorded, dict) and recorded.get("script") and recorded.get("world_size") != world_size:
+        amended["scenario"] = {**recorded, "world_size": world_size}  # the world its launcher started, not 1
     manifest = run_dir.update_manifest(
         status=status, error=error, exit_code=returncode, exit_after_end=after_end, ended=now_iso(),
         versions=hello.get("versions"), accelerator=hello.get("accelerator"), params=model.get("params"),
         steps_done=sum(1 for e in events if e["event"] == "step"), effects=last_effects,
         world_size=world_size, ranks=ranks,
-        log_tail=_failure_tail(run_dir, ranks) if status != Status.OK else None,
-        **(scriptrun.amend_manifest(run_dir.manifest(), every) or {}))
+        log_tail=_failure_tail(run_dir, ranks) if status != Status.OK else None, **amended)
     if any(e["event"] == "usage_error" for rank_events in per_rank.values() for e in rank_events):
         raise UserError(error or "usage error")
     return RunResult(run_dir, status, manifest)

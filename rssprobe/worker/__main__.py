@@ -21,13 +21,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..contract.environment import RANKS_ENV
 from ..contract.exitcodes import EXIT_NO_WORKER, EXIT_TERMINATED
 from ..contract.files import WORKER_SPEC, rank_log
 from ..contract.interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, OptionError, parse
 from ..contract.manifest import worker_spec_problem
+from ..contract.ranks import asked as ranks_asked
+from ..contract.ranks import mismatch as rank_mismatch
 from ..contract.status import Status
 from ..contract.testlane import NO_WORKER_ENV
-from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, saves, training
+from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, ranklog, saves, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
 from .interventions import REGISTRY, Context, Refused
@@ -43,6 +46,7 @@ class Worker:
         output stays the launcher's; its rank and world are the launcher's)."""
         self.run_dir = run_dir
         self.launched = launched
+        self.world_mismatch: str | None = None  # a launched rank's world is not the one its command asked for
         self.spec = json.loads((run_dir / WORKER_SPEC).read_text())
         problem = worker_spec_problem(self.spec)
         if problem:
@@ -54,6 +58,12 @@ class Worker:
             os.environ.setdefault("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"))
             self.scenario["world_size"] = int(os.environ.get("WORLD_SIZE", "1"))
             self.scenario["script"]["args"] = launched
+            ranklog.tee(run_dir / rank_log(self.rank))  # its own log too; the launcher's stream keeps it all
+            # the world the launch command asked for: a launcher that started fewer ranks (accelerate without
+            # --multi_gpu) must not train as a smaller world under rssprobe's one-process rendezvous
+            asked = ranks_asked(os.environ.get(RANKS_ENV))
+            self.world_mismatch = rank_mismatch(asked[0], asked[1], self.scenario["world_size"]) \
+                if asked is not None and asked[0] != self.scenario["world_size"] else None
         elif self.scenario["world_size"] > 1:
             # each rank keeps its own stdout/stderr, for the tail shown when it dies
             log = os.open(run_dir / rank_log(self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW)
@@ -351,6 +361,10 @@ def main(argv: list[str]) -> int:
         # DeepSpeed's launcher appends --local_rank=N to the script's arguments: skip options
         worker = Worker(Path(next(a for a in argv[1:] if not a.startswith("--"))))
         worker.launcher_args = [a for a in argv[1:] if a.startswith("--")]  # a script expects them (--local_rank)
+    if worker.world_mismatch is not None:  # before anything is imported or trained: one line, exit 2
+        worker.events.emit("usage_error", message=worker.world_mismatch)
+        worker.events.close()
+        return 2
     try:
         worker.run()
         return 0

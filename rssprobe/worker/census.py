@@ -27,6 +27,8 @@ from .memmap import Reader, checkpoint_ranges
 # tensors whose storage lies in a mapped checkpoint file (a model loaded from safetensors uses its weights in place
 # until something copies them): their resident pages are page cache of that file, not memory the process made
 CHECKPOINT_ROLE = "checkpoint_mapped"
+# a path step in roles.toml that walks a module's frozen parameters (requires_grad False)
+FROZEN = "@frozen"
 
 
 def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:
@@ -36,7 +38,12 @@ def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:
         yield obj
         return
     head, rest = parts[0], parts[1:]
-    if head == "*":
+    if head == FROZEN:  # a module's parameters that nothing trains (a fine-tune's frozen base)
+        params = getattr(obj, "parameters", None)
+        for p in params() if callable(params) else ():
+            if not getattr(p, "requires_grad", True):
+                yield from _walk(p, rest)
+    elif head == "*":
         items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
         for item in items:
             yield from _walk(item, rest)

@@ -330,9 +330,11 @@ class ScriptRun:
         if not params:  # a model passed another way (an args namespace, a pipeline module): the engine's
             params = _unique_params(engine.module)
             w.ctx.params = params
-        offload_param = bool(getattr(engine, "zero_offload_param", lambda: None)())
+        offload_param = w.zero_stage == 3 and offload_device(engine, "offload_param") is not None
         describe = models.describe(engine.module, {"model": {"kind": "script"}})
+        trainable = _trainable_params(engine.module)
         w.events.emit("model", params=params, param_groups=len(engine.optimizer.param_groups),
+                      trainable_params=trainable,
                       zero_stage=w.zero_stage, **w.estimate(engine.module, params, w.zero_stage, offload_param),
                       **describe, **_shape(engine))
         total = steptotal.find(engine, sys._getframe())
@@ -479,6 +481,21 @@ def _unique_params(module: Any) -> int:
     return sum(_numel(p) for p in module.parameters())
 
 
+def _trainable_params(module: Any) -> int:
+    """Parameters the optimizer trains (requires_grad), by full size: a fine-tune freezes the rest."""
+    return sum(_numel(p) for p in module.parameters() if p.requires_grad)
+
+
+def offload_device(engine: Any, which: str) -> str | None:
+    """The device DeepSpeed's parsed config gives `zero_optimization.<which>` ("cpu", "nvme"), None when it is
+    absent or "none". Read from the value, never from the config object's truthiness: accelerate's
+    DeepSpeedPlugin writes `"offload_param": {"device": "none"}` at ZeRO-2, an object that is not None."""
+    zero_config = getattr(getattr(engine, "_config", None), "zero_config", None)
+    device = getattr(getattr(zero_config, which, None), "device", None)
+    value = str(getattr(device, "value", device)).lower() if device is not None else "none"
+    return None if value == "none" else value
+
+
 def _shape(engine: Any) -> dict[str, Any]:
     """The model's tensors as DeepSpeed's ZeRO optimizer groups them (what an estimate partitions exactly): the
     trainable parameters of each param group in order (stage 3: trainable_param_groups; stages 1/2:
@@ -499,8 +516,9 @@ def _shape(engine: Any) -> dict[str, Any]:
 def _engine_facts(engine: Any, stage: int) -> dict[str, Any]:
     """The DeepSpeed configuration the script gave, as its engine holds it (the manifest's scenario takes it)."""
     precision = "bf16" if engine.bfloat16_enabled() else "fp16" if engine.fp16_enabled() else "fp32"
-    zero = {"stage": stage, "offload_optimizer": "cpu" if engine.zero_cpu_offload() else None,
-            "offload_param": "cpu" if getattr(engine, "zero_offload_param", lambda: None)() else None}
+    zero = {"stage": stage, "offload_optimizer": offload_device(engine, "offload_optimizer"),
+            # ZeRO-1/2 never offload parameters, whatever a config says (accelerate writes the key at every stage)
+            "offload_param": offload_device(engine, "offload_param") if stage == 3 else None}
     config = getattr(getattr(engine, "_config", None), "_param_dict", None)
     try:
         import json
