@@ -122,7 +122,7 @@ def test_the_demo_lead_answers_the_reviewers_question(compared: dict[str, Any]) 
     assert claims["budget.live"] == claims["budget.rss_after_trim_above_baseline"] == verdicts.UNCHANGED
     assert all(c != verdicts.HIGHER and c != verdicts.LOWER for c in claims.values())
     assert "its effect on RSS after the first step (-3.16 [" in first and "within run-to-run noise at 3 vs 3" in first
-    assert resolution.startswith("3 vs 3 runs cannot confirm a change here: an exact test's p is never below 0.050")
+    assert resolution.startswith("3 vs 3 runs cannot confirm a change: an exact test's p is never below 0.050")
     assert "5 vs 5 runs would resolve changes beyond" in resolution
     assert gate.startswith("Gate: PASS (exit 0)")
     assert firing.startswith("PR #8132 took effect in every run of patched:")

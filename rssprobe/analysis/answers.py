@@ -181,10 +181,10 @@ def resolution_sentence(r: dict[str, Any]) -> str | None:
     resolves = _list_all([f"{e['resolves']:.2f}{' B/param' if i == 0 else ''} of {lead_words(e['metric'])}"
                           for i, e in enumerate(shown)])
     if needed:
-        return (f"{n} runs cannot confirm a change here: an exact test's p is never below {lead['smallest_p']:.3f} "
+        return (f"{n} runs cannot confirm a change: an exact test's p is never below {lead['smallest_p']:.3f} "
                 f"at {n}, and each of the {lead['m']} figures that vary needs p ≤ {each:.3f} (Bonferroni); "
-                f"{needed} vs {needed} runs would resolve changes beyond {resolves} at the noise measured here.")
-    return f"{n} runs cannot resolve changes smaller than {resolves} at the noise measured here."
+                f"{needed} vs {needed} runs would resolve changes beyond {resolves} at the noise these runs measured.")
+    return f"{n} runs cannot resolve changes smaller than {resolves} at the noise they measured."
 
 
 def gate_sentence(r: dict[str, Any]) -> str:

@@ -100,8 +100,7 @@ def key_table(r: dict[str, Any], compact: bool = False) -> Table:
              _effect_side(e, "a", compact), _effect_side(e, "b", compact),
              _joined(answers.interval_text(e).removesuffix(", exact"), compact), _effect_p(e), e["claim"]]
             for e in effects]
-    a, b = (f"A: {r['a']['label']}", f"B: {r['b']['label']}") if compact else (
-        side_heading(r["a"], "A"), side_heading(r["b"], "B"))
+    a, b = f"A: {r['a']['label']}", f"B: {r['b']['label']}"  # the runs of each: the header line's
     note = (f"B - A [simultaneous {100 * (1 - alpha):.0f}% interval]: Welch t intervals, Bonferroni over the {m} "
             f"figures that vary (each at {100 * lead.get('level', 0.95):.1f}%); p: the one-sided exact permutation "
             f"p times {m}. A figure is lower or higher only when p ≤ {alpha} and its whole interval lies beyond "
