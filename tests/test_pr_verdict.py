@@ -117,7 +117,7 @@ def test_the_demo_lead_answers_the_reviewers_question(compared: dict[str, Any]) 
     unchanged, the raw-RSS figures within noise at 3 vs 3 with the repeats that would resolve them; the gate's
     word after it; nothing claimed that an uncorrected p = 0.050 alone would have said."""
     first, resolution, gate, firing = compared["answer"]
-    assert first.startswith("PR #8132 leaves DeepSpeed's live buffers (+0.00, exact), RSS after a final trim (")
+    assert first.startswith("PR #8132 leaves DeepSpeed's live buffers (+0.00, exact) and RSS after a final trim (")
     claims = {e["metric"]: e["claim"] for e in compared["lead"]["effects"]}
     assert claims["budget.live"] == claims["budget.rss_after_trim_above_baseline"] == verdicts.UNCHANGED
     assert all(c != verdicts.HIGHER and c != verdicts.LOWER for c in claims.values())
