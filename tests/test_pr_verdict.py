@@ -23,7 +23,7 @@ import pytest
 from cmarkgfm.cmark import Options
 
 from rssprobe import verdicts
-from rssprobe.analysis import answers, effects, stats
+from rssprobe.analysis import answers, stats
 
 from .conftest import rssprobe
 
@@ -43,8 +43,15 @@ def compared(demo: Path) -> dict[str, Any]:
 
 # ---- the statistics, on samples with known answers --------------------------------------------------------------
 
-def _family(a: dict[str, list[float]], b: dict[str, list[float]]) -> effects.Family:
-    return effects.assess({m: (a[m], b[m]) for m in a}, GATED)
+def _effects() -> Any:
+    """analysis/effects.py, imported in each test that needs it (so each test fails on its own where it is absent)."""
+    from rssprobe.analysis import effects
+
+    return effects
+
+
+def _family(a: dict[str, list[float]], b: dict[str, list[float]]) -> Any:
+    return _effects().assess({m: (a[m], b[m]) for m in a}, GATED)
 
 
 def test_three_vs_three_cannot_claim_a_change_over_several_figures() -> None:
@@ -57,7 +64,7 @@ def test_three_vs_three_cannot_claim_a_change_over_several_figures() -> None:
     assert fam.m == 2 and fam.smallest_p == pytest.approx(0.05) and fam.repeat_needed == 4
     first = next(e for e in fam.effects if e.metric == "first_step.rss")
     assert first.claim == verdicts.WITHIN_NOISE and first.p_adjusted == pytest.approx(0.1)
-    assert effects.repeats_for_correction(5, 0.05) == 5 and effects.repeats_for_correction(1, 0.05) == 3
+    assert _effects().repeats_for_correction(5, 0.05) == 5 and _effects().repeats_for_correction(1, 0.05) == 3
 
 
 def test_five_vs_five_claims_a_clear_change_and_its_interval_clears_the_threshold() -> None:
@@ -245,3 +252,28 @@ def test_help_lists_every_command_with_its_whole_summary_on_one_line() -> None:
 def test_a_mistyped_name_gets_a_did_you_mean(argv: list[str], hint: str) -> None:
     proc = rssprobe(*argv)
     assert proc.returncode == 2 and hint in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+# ---- the stability campaign, kept: its runs judged by today's lead ------------------------------------------------
+
+def test_the_campaigns_leads_make_the_same_claims_and_aa_claims_nothing(tmp_path: Path) -> None:
+    """reports/pr-verdict-stability/runs.tar.gz: 5 independent 3-vs-3 demos of PR #8132 (A_i vs P_i) and 5 A/A
+    comparisons (A_i vs B_i). Every A/B lead makes the same claims (live buffers and RSS after a trim unchanged,
+    the raw-RSS figures within noise), and no A/A lead claims a change. At 1fe27b7 the leads named steady RSS lower
+    in 4 of 5 demos, the peak and RSS at the end in 2 (reports/pr-verdict-stability.md)."""
+    import tarfile
+
+    from rssprobe.analysis.compare import Side, compare
+
+    with tarfile.open(Path(__file__).resolve().parent.parent / "reports" / "pr-verdict-stability" / "runs.tar.gz") as t:
+        t.extractall(tmp_path, filter="data")
+    ab, aa = set(), []
+    for i in range(1, 6):
+        a = Side.load(str(tmp_path / f"A{i}"))
+        ab.add(tuple(sorted((e["metric"], e["claim"]) for e in compare(
+            a, Side.load(str(tmp_path / f"P{i}"))).as_dict()["lead"]["effects"])))
+        aa.append([e["claim"] for e in compare(a, Side.load(str(tmp_path / f"B{i}"))).as_dict()["lead"]["effects"]])
+    assert len(ab) == 1, ab
+    claims = dict(next(iter(ab)))
+    assert claims["budget.live"] == claims["budget.rss_after_trim_above_baseline"] == verdicts.UNCHANGED
+    assert not any(c in verdicts.CLAIMED for cs in aa for c in cs)
