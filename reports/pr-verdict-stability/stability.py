@@ -44,6 +44,11 @@ def claims_now(r: dict[str, Any]) -> dict[str, str]:
     return {e["metric"]: e["claim"] for e in r["lead"]["effects"]}
 
 
+def claimed(r: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What a lead claims: lower, higher or unchanged ('unconfirmed' and 'within noise' claim nothing)."""
+    return tuple(sorted((m, c) for m, c in claims_now(r).items() if c in (*verdicts.CLAIMED, verdicts.UNCHANGED)))
+
+
 def claims_before(r: dict[str, Any]) -> dict[str, str]:
     """figure -> 'lower'/'higher' where the lead at 1fe27b7 named it as changed."""
     out = {}
@@ -109,8 +114,8 @@ def _per_comparison(results: list[tuple[str, str, dict[str, Any]]]) -> list[str]
 def page(results: list[tuple[str, str, dict[str, Any]]], fives: list[tuple[str, str, dict[str, Any]]]) -> str:
     ab = [r for k, _n, r in results if k == "A/B"]
     aa = [r for k, _n, r in results if k == "A/A"]
-    sets_ab = {tuple(sorted(claims_now(r).items())) for r in ab}
-    sets_aa = {tuple(sorted(claims_now(r).items())) for r in aa}
+    sets_ab = {claimed(r) for r in ab}
+    sets_aa = {claimed(r) for r in aa}
     claimed_aa = sum(any(c in verdicts.CLAIMED for c in claims_now(r).values()) for r in aa)
     before_aa = sum(bool(claims_before(r)) for r in aa)
     before_sets = {tuple(sorted(claims_before(r).items())) for r in ab}
@@ -136,7 +141,9 @@ def page(results: list[tuple[str, str, dict[str, Any]]], fives: list[tuple[str, 
         "What the lead says now (analysis/effects.py): each of its figures with B - A and a simultaneous 95% Welch "
         "interval (Bonferroni over the figures that vary), claimed lower or higher only when the one-sided exact "
         "permutation p times m is at most 0.05 and the whole interval lies beyond ±0.25 B/param; unchanged when it "
-        "lies within ±0.25; otherwise within noise. At 3 vs 3 an exact test's p is never below 1/20 = 0.05, so no "
+        "lies within ±0.25; unconfirmed when it lies beyond but the corrected test cannot confirm it; otherwise "
+        "within noise (unconfirmed and within noise claim nothing). At 3 vs 3 an exact test's p is never below "
+        "1/20 = 0.05, so no "
         f"change survives the correction over the {m} figures that vary: the lead says so, and how many runs would "
         f"resolve what ({needed} vs {needed} here). Before (1fe27b7) it named every figure whose uncorrected p was "
         "at most 0.05 past the "

@@ -143,7 +143,7 @@ def lead_sentence(r: dict[str, Any]) -> str | None:
     if not effects:
         return None
     by = {claim: [e for e in effects if e["claim"] == claim] for claim in
-          (verdicts.UNCHANGED, verdicts.LOWER, verdicts.HIGHER, verdicts.WITHIN_NOISE)}
+          (verdicts.UNCHANGED, verdicts.LOWER, verdicts.HIGHER, verdicts.UNCONFIRMED, verdicts.WITHIN_NOISE)}
     clauses = []
     if by[verdicts.UNCHANGED]:
         clauses.append("leaves " + _list_all([f"{lead_words(e['metric'])} ({interval_text(e)})"
@@ -152,6 +152,11 @@ def lead_sentence(r: dict[str, Any]) -> str | None:
         if by[claim]:
             clauses.append(verb + " " + _list_all([f"{lead_words(e['metric'])} by {abs(e['delta']):.2f} B/param "
                                                    f"[{e['low']:+.2f}, {e['high']:+.2f}]" for e in by[claim]]))
+    if by[verdicts.UNCONFIRMED]:
+        n = runs_phrase(by[verdicts.UNCONFIRMED][0]["n_a"], by[verdicts.UNCONFIRMED][0]["n_b"])
+        clauses.append("reads " + _list_all([f"{lead_words(e['metric'])} {'higher' if e['delta'] > 0 else 'lower'} "
+                                             f"({interval_text(e)})" for e in by[verdicts.UNCONFIRMED]])
+                       + f", which {n} runs cannot confirm once its figures are corrected for together")
     noise = by[verdicts.WITHIN_NOISE]
     if noise:
         n = runs_phrase(noise[0]["n_a"], noise[0]["n_b"])
@@ -171,19 +176,24 @@ def resolution_sentence(r: dict[str, Any]) -> str | None:
     """What these runs cannot resolve, and how many repeats would: the exact test's floor against the correction,
     and the smallest change those repeats would resolve at the noise measured here (analysis/effects.py)."""
     lead = r.get("lead") or {}
-    noise = [e for e in lead.get("effects") or [] if e["claim"] == verdicts.WITHIN_NOISE]
-    if not noise:
+    unsure = [e for e in lead.get("effects") or [] if e["claim"] in (verdicts.WITHIN_NOISE, verdicts.UNCONFIRMED)]
+    if not unsure:
         return None
+    noise = [e for e in unsure if e["claim"] == verdicts.WITHIN_NOISE] or unsure
     n = runs_phrase(noise[0]["n_a"], noise[0]["n_b"])
     needed = lead.get("repeat_needed")
     each = lead["alpha"] / max(lead["m"], 1)
     shown = [e for e in noise if e.get("resolves") is not None]
     resolves = _list_all([f"{e['resolves']:.2f}{' B/param' if i == 0 else ''} of {lead_words(e['metric'])}"
-                          for i, e in enumerate(shown)])
+                          for i, e in enumerate(shown)]) if shown else ""
     if needed:
+        would = (f"{needed} vs {needed} runs would resolve changes beyond {resolves} at the noise these runs "
+                 "measured") if shown else f"{needed} vs {needed} runs could confirm it"
         return (f"{n} runs cannot confirm a change: an exact test's p is never below {lead['smallest_p']:.3f} "
                 f"at {n}, and each of the {lead['m']} figures that vary needs p ≤ {each:.3f} (Bonferroni); "
-                f"{needed} vs {needed} runs would resolve changes beyond {resolves} at the noise these runs measured.")
+                f"{would}.")
+    if not shown:
+        return None
     return f"{n} runs cannot resolve changes smaller than {resolves} at the noise they measured."
 
 

@@ -12,7 +12,8 @@ reads (Holm has no matching intervals).
 A figure is claimed changed ("lower"/"higher") only when both
   - the exact one-sided permutation test (stats.compare's) in the change's direction, times m, is <= alpha, and
   - its Welch t interval at confidence 1 - alpha/m lies wholly beyond the threshold (the effect-size condition);
-claimed "unchanged" when that interval lies wholly within +-threshold (equivalence, as two one-sided tests); and
+claimed "unchanged" when that interval lies wholly within +-threshold (equivalence, as two one-sided tests);
+"unconfirmed" when the interval lies beyond the threshold but the corrected exact test cannot confirm it; and
 otherwise "within noise": the runs cannot tell. An exact test's p cannot fall below 1 / C(n_a + n_b, n_a) (0.05 at
 3 vs 3), so at 3 vs 3 no change survives the correction over two figures or more: the lead says so, and how many
 repeats would, with the smallest change those repeats would resolve at the noise measured here.
@@ -153,12 +154,15 @@ def assess(samples: dict[str, tuple[list[float], list[float]]], gated: set[str],
             claim = verdicts.WITHIN_NOISE
         elif high <= threshold and low >= -threshold:
             claim = verdicts.UNCHANGED
-        elif p_adj is not None and p_adj <= alpha and (low >= threshold or high <= -threshold):
-            claim = verdicts.HIGHER if delta > 0 else verdicts.LOWER
+        elif low >= threshold or high <= -threshold:
+            claim = (verdicts.HIGHER if delta > 0 else verdicts.LOWER) if p_adj is not None and p_adj <= alpha \
+                else verdicts.UNCONFIRMED
         else:
             claim = verdicts.WITHIN_NOISE
         needed = resolves = None
-        if claim == verdicts.WITHIN_NOISE and sd_a is not None and sd_b is not None:
+        if claim == verdicts.UNCONFIRMED:
+            needed = need_runs
+        elif claim == verdicts.WITHIN_NOISE and sd_a is not None and sd_b is not None:
             runs = _needed(delta, sd_a, sd_b, level, threshold, max(len(a), len(b), need_runs))
             needed = runs if runs is not None else MOST_REPEATS + 1
             resolves = _resolution(sd_a, sd_b, min(needed, MOST_REPEATS), level, threshold)

@@ -360,7 +360,8 @@ def fit_chart(figure: str, sweeps: list[SweepSeries]) -> Chart:
     return Chart(f"fit-{figure.replace('.', '-')}", title, _png(fig), caption)
 
 
-CLAIM_COLORS = {"lower": "#2e7d32", "higher": "#c62828", "unchanged": "#123a6b", "within noise": "0.55"}
+CLAIM_COLORS = {"lower": "#2e7d32", "higher": "#c62828", "unchanged": "#123a6b", "unconfirmed": "#c77800",
+                "within noise": "0.55"}
 
 
 def change_points(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -408,8 +409,9 @@ def comparison_chart(r: dict[str, Any]) -> Chart:
     caption = (f"{title}: the change of each figure's mean over the runs (B minus A) with its Welch t interval, "
                f"Bonferroni over the {lead.get('m', 0)} figures that vary ({r['a']['ok']} vs {r['b']['ok']} runs): "
                "the interval and the claim beside each point are the key table's and the answer's. Shaded: smaller "
-               f"than the {threshold:g} B/param a change must pass. Green lower, red higher, blue unchanged, grey "
-               "within noise; gated figures (bold) decide the gate.")
+               f"than the {threshold:g} B/param a change must pass. Green lower, red higher, blue unchanged, orange "
+               "beyond the threshold but unconfirmed by the corrected test, grey within noise; gated figures (bold) "
+               "decide the gate.")
     return Chart("change", title, _png(fig), caption, points)
 
 
