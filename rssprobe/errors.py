@@ -17,6 +17,22 @@ class UserError(Exception):
         super().__init__(one_line(str(message)))
 
 
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """" (did you mean 'show'?)" for a mistyped name close to one of `choices` (difflib), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(choices), n=2, cutoff=0.6) or [
+        c for c in sorted(choices) if word and c[:1] == word[:1] and _subsequence(word, c)][:2]  # md -> markdown
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{c}'" for c in close) + "?)"
+
+
+def _subsequence(short: str, long: str) -> bool:
+    rest = iter(long)
+    return all(ch in rest for ch in short)
+
+
 def one_line(text: str) -> str:
     """Several lines as one: stripped, joined by a space; lines of only ^ ~ - (a caret diagram) left out."""
     lines = [line.strip() for line in text.splitlines()]

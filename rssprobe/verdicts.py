@@ -89,6 +89,17 @@ def overall(verdicts: list[str], problems: bool = False) -> str:
     return PASS
 
 
+# ---- what a comparison's lead may say of one figure (analysis/effects.py decides, with a correction) -------
+Effect = Literal["lower", "higher", "unchanged", "unconfirmed", "within noise"]
+LOWER: Effect = "lower"  # the whole simultaneous interval below -threshold, and the corrected exact test agrees
+HIGHER: Effect = "higher"
+UNCHANGED: Effect = "unchanged"  # the whole interval within +-threshold (or an exact figure inside it)
+UNCONFIRMED: Effect = "unconfirmed"  # the interval lies beyond the threshold, but the corrected exact test cannot
+# confirm it (at 3 vs 3 it never can: its p floor, 0.05, times the figures)
+WITHIN_NOISE: Effect = "within noise"  # neither: the runs cannot tell
+CLAIMED = (LOWER, HIGHER)
+
+
 # ---- a published claim (bytes per parameter) against what was measured ------------------------
 
 Claim = Literal["reproduced", "not reproduced", "cannot be measured on the CPU accelerator", "not run"]

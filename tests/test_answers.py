@@ -38,13 +38,16 @@ def first_line(text: str) -> str:
 
 def test_diff_gate_and_show_print_their_answer_first(demo: Path, compared: dict[str, Any], tmp_path: Path) -> None:
     a, b = str(demo / "baseline"), str(demo / "patched")
-    assert compared["verdict"] == "pass" and compared["answer"][0].startswith("patched (PR #8132) changes no gated")
+    assert compared["verdict"] == "pass" and compared["answer"][0].startswith("PR #8132 leaves DeepSpeed's live")
     # the terminal wraps at its width (COLUMNS=200 in these tests): the first line is the answer's beginning
     assert compared["answer"][0].startswith(first_line(rssprobe("diff", a, b, check=True).stdout))
     summary_file = tmp_path / "summary.md"
     gate = rssprobe("gate", "--reference", a, "--candidate", b, env={"GITHUB_STEP_SUMMARY": str(summary_file)})
-    assert gate.returncode == 0 and compared["answer"][0].startswith(first_line(gate.stdout))
-    assert summary_file.read_text().startswith("**" + compared["answer"][0].replace("*", "\\*")[:40])
+    # the gate's answer is its word and exit code, then diff's lead
+    gate_answer = answers.comparison({k: v for k, v in compared.items() if k != "answer"}, gate_first=True)
+    assert gate_answer[0].startswith("Gate: PASS (exit 0): no gated figure") and gate_answer[1] == compared["answer"][0]
+    assert gate.returncode == 0 and first_line(gate.stdout).startswith("Gate: PASS (exit 0)")
+    assert summary_file.read_text().startswith("**Gate: PASS (exit 0)")
     for ref in (demo / "baseline" / "run-01", demo / "baseline"):
         data = json.loads(rssprobe("show", str(ref), "--format", "json", check=True).stdout)
         assert data["answer"][0].startswith(first_line(rssprobe("show", str(ref), check=True).stdout))
@@ -54,16 +57,15 @@ def test_diff_gate_and_show_print_their_answer_first(demo: Path, compared: dict[
     assert f"{m['budget.live']:.2f} of it live ZeRO buffers" in run["answer"][0]
 
 
-def test_the_informative_changes_are_named_not_hidden(compared: dict[str, Any]) -> None:
-    """PR #8132 changes no gated figure but lowers RSS after the first step significantly: the answer says both."""
-    phases = {c["metric"]: c for c in compared["comparisons"]["phases"]}
-    moved = [m for m in answers.RAW if m in phases and phases[m]["verdict"] in verdicts.MOVED]
-    assert moved, "the demo's PR #8132 runs move an informative figure (first-step RSS)"
+def test_the_lead_names_every_figure_with_its_interval(compared: dict[str, Any]) -> None:
+    """The lead answers "does PR #8132 change host RAM, where, by how much": each of its figures by the reviewer's
+    words with B - A and the simultaneous interval the key table prints; the patches' firing reads as English."""
     text = " ".join(compared["answer"])
-    for m in moved:
-        assert f"{answers.words(m)} by {abs(phases[m]['delta']):.2f} B/param" in text
-    assert f"steady RSS {phases['steady.rss']['delta']:+.2f} B/param is not a significant change" in text
-    assert "pr8132.float-scale 12 times per run, pr8132.malloc-trim once per run" in text
+    for e in compared["lead"]["effects"]:
+        assert f"{answers.lead_words(e['metric'])} ({answers.interval_text(e)})" in text, e["metric"]
+    assert "PR #8132 took effect in every run of patched: pr8132.float-scale 12 times per run, pr8132.malloc-trim " \
+           "once per run." in text
+    assert "The patches of" not in text
 
 
 def _with(compared: dict[str, Any], metric: str, verdict: str, delta: float, problems: list[str] | None = None
@@ -81,15 +83,17 @@ def _with(compared: dict[str, Any], metric: str, verdict: str, delta: float, pro
 
 
 @pytest.mark.parametrize(("verdict", "delta", "says"), [
-    ("regression", 0.8, "patched (PR #8132) needs more host memory than baseline: RSS after a final trim +0.80"),
-    ("improvement", -0.8, "patched (PR #8132) needs less host memory than baseline: RSS after a final trim -0.80"),
-    ("~", 0.4, "Undecided whether patched (PR #8132) changes host memory against baseline: RSS after a final trim "
-               "+0.40 B/param, past the 0.25 B/param threshold, but 3 vs 3 runs cannot confirm it"),
+    ("regression", 0.8, "Gate: FAIL (exit 1): RSS after a final trim +0.80"),
+    ("improvement", -0.8, "Gate: PASS (exit 0), an improvement: RSS after a final trim -0.80"),
+    ("~", 0.4, "Gate: UNDECIDED (exit 125): RSS after a final trim +0.40 B/param, past the 0.25 B/param threshold, "
+               "but 3 vs 3 runs cannot confirm it"),
 ])
 def test_each_verdict_is_worded_as_the_gate_decides_it(compared: dict[str, Any], verdict: str, delta: float,
                                                        says: str) -> None:
+    """The gate's sentence says its word as the gate decides it: first in `gate`, after the lead in `diff`."""
     r = _with(compared, TRIM, verdict, delta)
-    assert answers.comparison(r)[0].startswith(says), answers.comparison(r)[0]
+    assert answers.comparison(r, gate_first=True)[0].startswith(says), answers.comparison(r, gate_first=True)[0]
+    assert any(s.startswith(says) for s in answers.comparison(r)[1:])
 
 
 def test_an_undecided_comparison_says_why_in_its_first_sentence(compared: dict[str, Any]) -> None:

@@ -64,7 +64,7 @@ def test_diff_markdown_as_github_renders_it(demo: Path) -> None:
     first = page[0]
     assert first.tag == "p" and text(first) == " ".join(answer)
     assert text(first.find("strong")) == answer[0]  # the answer's first sentence, bold
-    assert "changes no gated figure" in answer[0]
+    assert answer[0].startswith("PR #8132 leaves DeepSpeed's live buffers") and "Gate: PASS (exit 0)" in text(first)
     assert not list(page.iter("em")) and not list(page.iter("del")), "stray emphasis or strikethrough"
     # <strong> only for the answer and table titles: nothing else became bold
     assert all(text(s) == answer[0] or text(s).startswith(("Key figures", "What differs", "Phases", "Live-buffer",
@@ -73,11 +73,11 @@ def test_diff_markdown_as_github_renders_it(demo: Path) -> None:
     tables = list(page.iter("table"))
     assert len(tables) == sum(1 for line in md.splitlines() if line.startswith("|---"))
     key = tables[0]
-    assert [text(th) for th in key.iter("th")] == ["figure", "A: baseline (3 runs)", "B: patched (3 runs)", "B - A",
-                                                   "p", "verdict"]
+    assert [text(th) for th in key.iter("th")] == ["figure", "A: baseline", "B: patched", "B - A [interval]", "p",
+                                                   "claim"]
     assert all(len(list(t.iter("th"))) <= 6 for t in tables)
     rows = {text(tr[0]): [text(td) for td in tr] for tr in key.iter("tr") if tr[0].tag == "td"}
-    assert rows["RSS after a final trim (gated)"][-1] == "same"
+    assert rows["RSS after a final trim (gated)"][-1] == "unchanged"
     details = page.find("details")
     assert details is not None and text(details.find("summary")).startswith("Every figure")
     names = [text(tr[0]) for t in details.iter("table") for tr in t.iter("tr") if tr[0].tag == "td"]

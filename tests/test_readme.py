@@ -33,4 +33,5 @@ def test_every_link_in_the_readme_exists() -> None:
 def test_the_demo_excerpt_is_what_rssprobe_prints() -> None:
     proc = subprocess.run([sys.executable, "-m", "tools.readme", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "changes no gated figure" in README  # the answer is in the excerpt, its first line
+    assert "patched\nPR #8132 leaves DeepSpeed's live buffers" in README  # the lead, the excerpt's first line
+    assert "Gate: PASS (exit 0)" in README  # the answer is in the excerpt, the gate's word after the lead

@@ -98,34 +98,154 @@ def _firing(r: dict[str, Any]) -> str | None:
             elif counts:
                 parts.append(f"{spec} {min(counts)} to {max(counts)} times per run")
         if parts:
-            sentences.append(f"The patches of {side.get('label')} took effect: {', '.join(parts)}.")
+            what = patches_phrase(list(side.get("patches") or {}))
+            sentences.append(f"{what} took effect in every run of {side.get('label')}: {', '.join(parts)}.")
     return " ".join(sentences) or None
 
 
-def comparison(r: dict[str, Any]) -> list[str]:
-    """diff and gate: does B change host memory against A? (analysis.compare.Result.as_dict() without 'answer')."""
-    a, b = side_name(r["a"]), side_name(r["b"])
-    t, verdict = r["threshold_bytes_per_param"], r["verdict"]
+# the lead's words for its figures (analysis/effects.py FAMILY), as a reviewer says them
+LEAD_WORDS = {
+    "budget.live": "DeepSpeed's live buffers", "budget.rss_after_trim_above_baseline": "RSS after a final trim",
+    "init.rss": "RSS after deepspeed.initialize", "first_step.rss": "RSS after the first step",
+    "steady.rss": "steady RSS", "peak": "the peak",
+}
+
+
+def lead_words(metric: str) -> str:
+    return LEAD_WORDS.get(metric) or words(metric)
+
+
+def interval_text(e: dict[str, Any]) -> str:
+    """'-3.16 [-6.43, +0.11]', '+0.00, exact': a change with its simultaneous interval, as every display prints it."""
+    if e["exact"]:
+        return f"{e['delta']:+.2f}, exact"
+    if e["low"] is None or e["high"] is None:
+        return f"{e['delta']:+.2f} (no interval)"
+    return f"{e['delta']:+.2f} [{e['low']:+.2f}, {e['high']:+.2f}]"
+
+
+def _subject(r: dict[str, Any]) -> str:
+    """Who the lead speaks of: the patch set B applied over A ('PR #8132'), else B against A."""
+    pa, pb = list(r["a"].get("patches") or {}), list(r["b"].get("patches") or {})
+    if pb and not pa:
+        return patches_phrase(pb)
+    return f"{side_name(r['b'])}, against {side_name(r['a'])},"
+
+
+def runs_phrase(n_a: int, n_b: int) -> str:
+    return f"{n_a} vs {n_b}"
+
+
+def lead_sentence(r: dict[str, Any]) -> str | None:
+    """Does B change host RAM, where and by how much: each lead figure by its claim (analysis/effects.py), with
+    its change and simultaneous interval in B/param."""
+    lead = r.get("lead") or {}
+    effects = lead.get("effects") or []
+    if not effects:
+        return None
+    by = {claim: [e for e in effects if e["claim"] == claim] for claim in
+          (verdicts.UNCHANGED, verdicts.LOWER, verdicts.HIGHER, verdicts.UNCONFIRMED, verdicts.WITHIN_NOISE)}
+    clauses = []
+    if by[verdicts.UNCHANGED]:
+        clauses.append("leaves " + _list_all([f"{lead_words(e['metric'])} ({interval_text(e)})"
+                                              for e in by[verdicts.UNCHANGED]]) + " unchanged")
+    for claim, verb in ((verdicts.LOWER, "lowers"), (verdicts.HIGHER, "raises")):
+        if by[claim]:
+            clauses.append(verb + " " + _list_all([f"{lead_words(e['metric'])} by {abs(e['delta']):.2f} B/param "
+                                                   f"[{e['low']:+.2f}, {e['high']:+.2f}]" for e in by[claim]]))
+    if by[verdicts.UNCONFIRMED]:
+        n = runs_phrase(by[verdicts.UNCONFIRMED][0]["n_a"], by[verdicts.UNCONFIRMED][0]["n_b"])
+        clauses.append("reads " + _list_all([f"{lead_words(e['metric'])} {'higher' if e['delta'] > 0 else 'lower'} "
+                                             f"({interval_text(e)})" for e in by[verdicts.UNCONFIRMED]])
+                       + f", which {n} runs cannot confirm once its figures are corrected for together")
+    noise = by[verdicts.WITHIN_NOISE]
+    if noise:
+        n = runs_phrase(noise[0]["n_a"], noise[0]["n_b"])
+        clauses.append(("its effect on " if clauses else "has no effect it can show on ")
+                       + _list_all([f"{lead_words(e['metric'])} ({interval_text(e)})" for e in noise])
+                       + (f" is within run-to-run noise at {n} runs" if clauses else
+                          f": each is within run-to-run noise at {n} runs"))
+    return (f"{_subject(r)} " + "; ".join(clauses) + f" (B - A in B/param [simultaneous "
+            f"{100 * (1 - lead['alpha']):.0f}% interval]).")
+
+
+def _list_all(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def resolution_sentence(r: dict[str, Any]) -> str | None:
+    """What these runs cannot resolve, and how many repeats would: the exact test's floor against the correction,
+    and the smallest change those repeats would resolve at the noise measured here (analysis/effects.py)."""
+    lead = r.get("lead") or {}
+    unsure = [e for e in lead.get("effects") or [] if e["claim"] in (verdicts.WITHIN_NOISE, verdicts.UNCONFIRMED)]
+    if not unsure:
+        return None
+    noise = [e for e in unsure if e["claim"] == verdicts.WITHIN_NOISE] or unsure
+    n = runs_phrase(noise[0]["n_a"], noise[0]["n_b"])
+    needed = lead.get("repeat_needed")
+    each = lead["alpha"] / max(lead["m"], 1)
+    shown = [e for e in noise if e.get("resolves") is not None]
+    resolves = _list_all([f"{e['resolves']:.2f}{' B/param' if i == 0 else ''} of {lead_words(e['metric'])}"
+                          for i, e in enumerate(shown)]) if shown else ""
+    if needed:
+        would = (f"{needed} vs {needed} runs would resolve changes beyond {resolves} at the noise these runs "
+                 "measured") if shown else f"{needed} vs {needed} runs could confirm it"
+        return (f"{n} runs cannot confirm a change: an exact test's p is never below {lead['smallest_p']:.3f} "
+                f"at {n}, and each of the {lead['m']} figures that vary needs p ≤ {each:.3f} (Bonferroni); "
+                f"{would}.")
+    if not shown:
+        return None
+    return f"{n} runs cannot resolve changes smaller than {resolves} at the noise they measured."
+
+
+def gate_sentence(r: dict[str, Any]) -> str:
+    """The gate's word over the gated figures alone (one-sided exact test, uncorrected, as `gate` decides)."""
+    verdict = r["verdict"]
+    word = {verdicts.PASS: "PASS", verdicts.SAME: "PASS", verdicts.IMPROVEMENT: "PASS",
+            verdicts.REGRESSION: "FAIL"}.get(verdict, "UNDECIDED")
+    head = f"Gate: {word} (exit {verdicts.exit_code(verdict)})"
+    t = r["threshold_bytes_per_param"]
     comps = _all_comparisons(r)
     gated = _ordered([c for c in comps if c["gated"]], LEAD)
     moved = [c for c in gated if c["verdict"] in verdicts.MOVED]
-    decided = f"threshold {t} B/param, {_runs(r)}"
     if verdict == verdicts.REGRESSION:
         ups = [c for c in moved if c["verdict"] == verdicts.REGRESSION]
-        first = f"{b} needs more host memory than {a}: {_list([_moved(c) for c in ups])}; {decided}."
-    elif verdict == verdicts.IMPROVEMENT:
-        first = f"{b} needs less host memory than {a}: {_list([_moved(c) for c in moved])}; {decided}."
-    elif verdict in (verdicts.PASS, verdicts.SAME):
-        lead = [_delta(c) for c in gated if c["metric"] in LEAD] or [_delta(c) for c in gated[:MOST_NAMED]]
-        within = "both" if len(lead) == 2 else "all" if len(lead) > 2 else ""
-        first = (f"{b} changes no gated figure against {a}: {_list(lead)}, {within + ' ' if within else ''}within "
-                 f"the {t} B/param threshold ({_runs(r)}).")
+        return f"{head}: {_list([_moved(c) for c in ups])} ({_runs(r)}, threshold {t} B/param)."
+    if verdict == verdicts.IMPROVEMENT:
+        return f"{head}, an improvement: {_list([_moved(c) for c in moved])} ({_runs(r)}, threshold {t} B/param)."
+    if verdict in (verdicts.PASS, verdicts.SAME):
+        names = [words(c["metric"]) for c in gated if c["metric"] in LEAD] or [words(c["metric"]) for c in gated]
+        return f"{head}: no gated figure ({_list(names)}) changes by {t} B/param or more ({_runs(r)})."
+    return f"{head}: {undecided_reason(r)}."
+
+
+def comparison(r: dict[str, Any], gate_first: bool = False) -> list[str]:
+    """diff: does B change host RAM against A, where and by how much (the lead, with a correction over its
+    figures), then the gate's word for CI; `gate_first` (gate): the gate's word and exit code lead
+    (analysis.compare.Result.as_dict() without 'answer')."""
+    out = _comparison(r)
+    if gate_first:
+        gate = gate_sentence(r)
+        out = [gate, *(s for s in out if s != gate)]
+    return out
+
+
+def _comparison(r: dict[str, Any]) -> list[str]:
+    a, b = side_name(r["a"]), side_name(r["b"])
+    if r.get("same_runs"):
+        return [f"A and B are the same runs ({r['a']['name']}, {r['a']['runs']} runs): comparing runs with themselves "
+                "shows nothing; compare against other runs.", gate_sentence(r)]
+    lead = lead_sentence(r)
+    if r["problems"] or lead is None:
+        out = [f"Undecided whether {b} changes host memory against {a}: {undecided_reason(r)}."]
+        if lead is not None:
+            out.append(lead)
     else:
-        first = f"Undecided whether {b} changes host memory against {a}: {undecided_reason(r)}."
-    out = [first]
-    informative = informative_sentence(r)
-    if informative:
-        out.append(informative)
+        out = [lead]
+        resolution = resolution_sentence(r)
+        if resolution:
+            out.append(resolution)
+        out.append(gate_sentence(r))
     firing = _firing(r)
     if firing:
         out.append(firing)
@@ -146,24 +266,6 @@ def undecided_reason(r: dict[str, Any]) -> str:
     if unsure:
         return f"{words(unsure[0]['metric'])}: {unsure[0]['reason']}"
     return "no gated figure was measured in both sides"
-
-
-def informative_sentence(r: dict[str, Any]) -> str | None:
-    """The significant changes of figures that do not decide (raw RSS), and whether steady RSS moved."""
-    raw = {c["metric"]: c for c in _all_comparisons(r) if not c["gated"] and c["metric"] in RAW}
-    moved = [c for c in _ordered(list(raw.values()), RAW) if c["verdict"] in verdicts.MOVED]
-    steady = raw.get("steady.rss")
-    out = []
-    if moved:
-        out.append("It " + _list([f"{'raises' if c['delta'] > 0 else 'lowers'} {words(c['metric'])} by "
-                                  f"{abs(c['delta']):.2f} B/param (p = {_p(c):.3f})" for c in moved])
-                   + " (informative, not gated: raw RSS carries glibc's retention noise)")
-    if steady is not None and steady not in moved:
-        out.append(f"steady RSS {steady['delta']:+.2f} B/param is not a significant change")
-    if not out:
-        return None
-    text = "; ".join(out)
-    return text[0].upper() + text[1:] + "."
 
 
 def size_words(params: float | None) -> str:

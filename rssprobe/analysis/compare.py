@@ -19,7 +19,7 @@ from ..contract.status import Status
 from ..errors import UserError
 from ..store.judgement import DAMAGED, MISSING
 from ..store.rundir import GroupDir, RunDir, resolve_entry, resolve_runs
-from . import answers, metrics, stats
+from . import answers, effects, metrics, stats
 from .metrics import GATED, HEADLINE
 from .results import Comparison
 from .summary import Summary, summarise
@@ -155,6 +155,13 @@ class Result:
     alpha: float
     problems: list[str]
     gated: tuple[str, ...] = GATED
+    same_runs: bool = False
+
+    def lead(self) -> effects.Family:
+        """The lead's figures assessed together (analysis/effects.py): what the answer, key table and chart show."""
+        samples = {m: (self.a.samples(m), self.b.samples(m)) for m in effects.FAMILY}
+        gated = {m for m in effects.FAMILY if self.is_gated(m)}
+        return effects.assess(samples, gated, self.threshold, self.alpha)
 
     def is_gated(self, metric: str) -> bool:
         return metrics.is_gated(metric, self.gated)
@@ -168,6 +175,7 @@ class Result:
         out = {
             "a": self.a.describe(), "b": self.b.describe(), "threshold_bytes_per_param": self.threshold,
             "alpha": self.alpha, "verdict": self.verdict(), "problems": self.problems, "gated": list(self.gated),
+            "same_runs": self.same_runs, "lead": self.lead().as_dict(),
             "differences": [{"what": w, "a": x, "b": y} for w, x, y in self.differences],
             "comparisons": {k: [{**c.as_dict(), "gated": self.is_gated(c.metric)} for c in v]
                             for k, v in self.comparisons.items()},
@@ -188,6 +196,9 @@ def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float =
         raise UserError(f"{a.name} is scenario {sa!r} but {b.name} is {sb!r}; comparing different scenarios "
                         "needs --force")
     problems = []
+    same = same_runs(a, b)
+    if same:
+        problems.append(f"{a.name} and {b.name} are the same runs: a comparison of runs with themselves shows nothing")
     for side in (a, b):
         if side.failed:
             problems.append(f"{side.name}: {len(side.failed)} of {len(side.summaries)} runs did not finish")
@@ -210,12 +221,30 @@ def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float =
             if group == "sites":
                 rows.sort(key=lambda c: -abs(c.delta))
             comparisons[group] = rows
-    result = Result(a, b, differences(a, b), comparisons, threshold, alpha, problems, gated)
+    result = Result(a, b, differences(a, b), comparisons, threshold, alpha, problems, gated, same)
     if not any(result.is_gated(c.metric) for group in comparisons.values() for c in group) and a.ok and b.ok:
         problems.append(f"none of the gated figures ({', '.join(gated)}) was measured in both sides"
                         + (" (run with --trim-at-end for budget.rss_after_trim_above_baseline)"
                            if "budget.rss_after_trim_above_baseline" in gated else ""))
     return result
+
+
+def _identity(run: RunDir) -> tuple[str, ...]:
+    """A run's identity: its id and start time from its manifest (a copy elsewhere is still the same run), else
+    its resolved directory."""
+    try:
+        m = run.manifest()
+        return (run.id, str(m.started), str(m.label))
+    except UserError:
+        return (str(run.path.resolve()),)
+
+
+def same_runs(a: Side, b: Side) -> bool:
+    """Whether the two sides are the same runs: the same directories, or runs with the same ids and start times."""
+    if not a.runs or not b.runs:
+        return False
+    paths = [{r.path.resolve() for r in side.runs} for side in (a, b)]
+    return paths[0] == paths[1] or sorted(map(_identity, a.runs)) == sorted(map(_identity, b.runs))
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,8 @@ class Comparison(TypedDict):
     verdict: str
     problems: list[str]
     gated: list[str]
+    same_runs: bool  # A and B are the same runs (the same directories, or the same run ids and start times)
+    lead: dict[str, Any]  # the lead's figures assessed together (analysis/effects.py Family.as_dict)
     differences: list[dict[str, Any]]
     comparisons: dict[str, list[FigureComparison]]
 

@@ -20,7 +20,7 @@ from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..config.script import split_command
 from ..contract.glibc import STEADY_MALLOC_ENV
-from ..errors import UserError
+from ..errors import UserError, did_you_mean
 from ..reporters.output import FORMATS
 
 F = Callable[..., Any]
@@ -118,8 +118,21 @@ def pip_options(find_links: tuple[str, ...], index_url: str | None) -> tuple[str
     return tuple(out)
 
 
+class Choice(click.Choice):
+    """click's Choice with "did you mean" for a mistyped value (`--format md` -> markdown)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as e:
+            hint = did_you_mean(str(value), [str(c) for c in self.choices])
+            if not hint:
+                raise
+            self.fail(f"{e.message.rstrip('.')}{hint}", param, ctx)
+
+
 def format_option(choices: list[str] | None = None) -> Callable[[F], F]:
-    return click.option("--format", "fmt", type=click.Choice(choices or FORMATS), default="terminal",
+    return click.option("--format", "fmt", type=Choice(choices or FORMATS), default="terminal",
                         show_default=True, help="Output format: the same answer and figures in each (markdown: "
                         "ready to paste into a GitHub review; json: every figure, for scripts).")
 

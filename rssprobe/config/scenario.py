@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from ..contract.files import INRUN_EVENTS, MAX_WORLD_SIZE, SAVE_AT_END
-from ..errors import UserError, from_validation
+from ..errors import UserError, did_you_mean, from_validation
 from ..store import outputs
 from ..store.reader import loads_toml, read_text
 from . import hfconfig
@@ -392,7 +392,8 @@ def read(ref: str) -> tuple[str, dict[str, Any]]:
     else:
         res = resources.files("rssprobe.scenarios").joinpath(f"{ref}.toml")
         if not res.is_file():
-            raise UserError(f"{ref}: no such file or packaged scenario (packaged: {', '.join(packaged_names())})")
+            hint = did_you_mean(ref, packaged_names())
+            raise UserError(f"{ref}: no such file or packaged scenario{hint} (packaged: {', '.join(packaged_names())})")
         label, text = f"{ref} (packaged)", res.read_text()
     try:
         return label, loads_toml(text, label)

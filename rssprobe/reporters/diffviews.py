@@ -54,9 +54,9 @@ def header_lines(r: dict[str, Any]) -> list[str]:
     params = f", {a['params']:,} parameters" if a.get("params") else ""
     lines = [f"A = {_named(a)}, {a['ok']} of {a['runs']} runs ok; B = {_named(b)}, {b['ok']} of {b['runs']} runs ok; "
              f"scenario {a['scenario']}{params}.",
-             f"A change counts only if it is at least {r['threshold_bytes_per_param']} B/param and significant in a "
-             f"one-sided exact permutation test at p ≤ {r['alpha']}. Gated figures ({', '.join(r['gated'])}) decide; "
-             "the others inform. A ± B is the mean ± the standard deviation over the runs."]
+             f"The gate counts a change of a gated figure ({', '.join(r['gated'])}) only if it is at least "
+             f"{r['threshold_bytes_per_param']} B/param and significant in a one-sided exact permutation test at "
+             f"p ≤ {r['alpha']}; the other figures inform. A ± B is the mean ± the standard deviation over the runs."]
     return lines + [f"WARNING: {p}" for p in r["problems"]]
 
 
@@ -74,19 +74,42 @@ def _columns(r: dict[str, Any], first: str) -> list[str]:
     return [first, side_heading(r["a"], "A"), side_heading(r["b"], "B"), "B - A", "p", "verdict"]
 
 
-def key_table(r: dict[str, Any]) -> Table:
-    """The figures a reviewer reads first, by their words."""
-    comps = {c["metric"]: c for group in r["comparisons"].values() for c in group}
-    chosen = [m for m in KEY if m in comps]
-    chosen += [m for m, c in comps.items() if m not in chosen and (c["verdict"] in verdicts.MOVED
-               or (c["gated"] and c["verdict"] != verdicts.SAME)) and metrics.group(m) != "sites"]
-    rows = [_row(comps[m], metrics.label(m) + (" (gated)" if comps[m]["gated"] else ""), short=True)
-            for m in chosen]
-    rows += [_row(c, site_words(c["metric"]), short=True) for c in moved_sites(r)]
+NBSP = "\u00a0"  # joins a number's parts in markdown, so a narrow PR column never wraps "29.20 ± 0.00"
+
+
+def _joined(text: str, compact: bool) -> str:
+    return text.replace(" ", NBSP) if compact else text
+
+
+def _effect_p(e: dict[str, Any]) -> str:
+    return "exact" if e["exact"] else ("n/a" if e["p_adjusted"] is None else f"{e['p_adjusted']:.3f}")
+
+
+def _effect_side(e: dict[str, Any], which: str, compact: bool) -> str:
+    mean, sd = e[f"mean_{which}"], e[f"sd_{which}"]
+    return f"{mean:.2f}" if compact or sd is None else f"{mean:.2f} ± {sd:.2f}"
+
+
+def key_table(r: dict[str, Any], compact: bool = False) -> Table:
+    """The lead's figures by the reviewer's words, each as the lead assessed it (analysis/effects.py): B - A with
+    its simultaneous interval, the corrected p and the claim. `compact` (markdown, a PR comment at 80 columns):
+    the sides' means only, each number's parts joined by no-break spaces."""
+    lead = r.get("lead") or {}
+    effects = lead.get("effects") or []
+    m, alpha, t = lead.get("m", 0), lead.get("alpha", r["alpha"]), r["threshold_bytes_per_param"]
+    rows = [[answers.LEAD_WORDS.get(e["metric"], metrics.label(e["metric"])) + (" (gated)" if e["gated"] else ""),
+             _effect_side(e, "a", compact), _effect_side(e, "b", compact),
+             _joined(answers.interval_text(e).removesuffix(", exact"), compact), _effect_p(e), e["claim"]]
+            for e in effects]
+    a, b = f"A: {r['a']['label']}", f"B: {r['b']['label']}"  # the runs of each: the header line's
+    note = (f"B - A [simultaneous {100 * (1 - alpha):.0f}% interval]: Welch t intervals, Bonferroni over the {m} "
+            f"figures that vary (each at {100 * lead.get('level', 0.95):.1f}%); p: the one-sided exact permutation "
+            f"p times {m}. A figure is lower or higher only when p ≤ {alpha} and its whole interval lies beyond "
+            f"±{t} B/param; unchanged when it lies within; exact: identical in every run. (gated) figures decide "
+            "the gate.")
     return Table("Key figures (bytes per parameter above each run's own pre-model baseline)",
-                 _columns(r, "figure"), rows,
-                 note="(gated) figures decide the verdict; the others inform: higher or lower is significant but "
-                      "not gated (raw RSS moves with glibc's retention). Every figure by its name: --all.")
+                 ["figure", a, b, "B - A [interval]", "p", "claim"], rows,
+                 note=note if compact else note + " Every figure by its name: --all.")
 
 
 def moved_sites(r: dict[str, Any], most: int = 2) -> list[dict[str, Any]]:
@@ -127,8 +150,9 @@ def _counts(counts: list[int]) -> str:
     return "took effect " + ", ".join(str(c) for c in counts) + " times in its runs"
 
 
-def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
-    """Every figure, by its name, a table per group ('(gated)' marks the ones that decide)."""
+def tables(r: dict[str, Any], all_sites: bool = False, compact: bool = False) -> list[Table]:
+    """Every figure, by its name, a table per group ('(gated)' marks the ones that decide); `compact` (markdown):
+    no command-line hint in a note."""
     out = []
     comps = r["comparisons"]
     for group, title in GROUP_TITLES.items():
@@ -139,7 +163,8 @@ def tables(r: dict[str, Any], all_sites: bool = False) -> list[Table]:
         t = Table(f"{title} (bytes per parameter)", _columns(r, "figure"),
                   [_row(c, c["metric"] + (" (gated)" if c["gated"] else "")) for c in shown])
         if len(shown) < len(rows):
-            t.note = f"{len(rows) - len(shown)} site figures below the threshold hidden (--all-sites shows them)"
+            t.note = f"{len(rows) - len(shown)} site figures below the threshold " + (
+                "are not shown" if compact else "hidden (--all-sites shows them)")
         out.append(t)
     return out
 
@@ -149,7 +174,8 @@ def detail_summary(r: dict[str, Any]) -> str:
                                          if r["comparisons"].get(g) or g in ("phases", "roles", "sites"))
 
 
-def lead_tables(r: dict[str, Any]) -> list[Table]:
-    """What a report of two runs or groups leads with: the key figures and what differs (as diff shows them)."""
+def lead_tables(r: dict[str, Any], compact: bool = False) -> list[Table]:
+    """What a report of two runs or groups leads with: the key figures and what differs (as diff shows them);
+    `compact` for markdown (key_table)."""
     differences = differences_table(r)
-    return [key_table(r), *([differences] if differences else [])]
+    return [key_table(r, compact), *([differences] if differences else [])]

@@ -8,6 +8,7 @@ run labels, errors and site names come from files and are not trusted markup.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -127,8 +128,11 @@ def run_section(sec: Section) -> str:
 
 
 def figure(chart: Chart) -> str:
-    return (f'<figure id="chart-{escape(chart.name)}"><img alt="{escape(chart.title)}" src="{data_uri(chart.png)}">'
-            f"<figcaption>{escape(chart.caption)}</figcaption></figure>")
+    """A chart as a figure; a chart of figures carries what it drew as data-points (JSON), so a reader's script,
+    or a test, can check the picture's numbers against the table's."""
+    points = f' data-points="{escape(json.dumps(chart.points))}"' if chart.points is not None else ""
+    return (f'<figure id="chart-{escape(chart.name)}"{points}><img alt="{escape(chart.title)}" '
+            f'src="{data_uri(chart.png)}"><figcaption>{escape(chart.caption)}</figcaption></figure>')
 
 
 def answer_banner(answer: list[str], verdict: str | None, failed: int) -> str:

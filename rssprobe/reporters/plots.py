@@ -37,6 +37,7 @@ class Chart:
     title: str
     png: bytes
     caption: str
+    points: list[dict[str, Any]] | None = None  # what a chart of figures drew, for the page to carry as data
 
 
 @dataclass(frozen=True)
@@ -359,55 +360,63 @@ def fit_chart(figure: str, sweeps: list[SweepSeries]) -> Chart:
     return Chart(f"fit-{figure.replace('.', '-')}", title, _png(fig), caption)
 
 
-# the comparison chart's rows: the gated figures that always decide, then raw RSS by phase (informative)
-CHANGE_FIGURES = ("budget.rss_after_trim_above_baseline", "budget.live", "init.rss", "first_step.rss", "steady.rss",
-                  "peak")
+CLAIM_COLORS = {"lower": "#2e7d32", "higher": "#c62828", "unchanged": "#123a6b", "unconfirmed": "#c77800",
+                "within noise": "0.55"}
+
+
+def change_points(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the change chart draws, one point per figure: exactly the lead's effects (analysis/effects.py), so
+    the chart's interval is the table's and the sentence's (tests/test_pr_verdict.py checks it)."""
+    return [{"metric": e["metric"], "delta": e["delta"], "low": e["low"], "high": e["high"], "claim": e["claim"],
+             "gated": e["gated"]} for e in (r.get("lead") or {}).get("effects") or []]
 
 
 def comparison_chart(r: dict[str, Any]) -> Chart:
-    """B - A for the key figures of a comparison (analysis.compare.Result.as_dict()), each with its 95% interval,
-    the band a change must leave (the threshold) shaded: the verdict as a picture."""
-    from ..analysis import metrics
+    """B - A for the lead's figures of a comparison (analysis.compare.Result.as_dict()), each with the simultaneous
+    interval the lead and the key table read, the band a change must leave (the threshold) shaded."""
+    from ..analysis import answers
 
-    title = "B - A: each figure's change, with its 95% interval"
-    comps = {c["metric"]: c for group in r["comparisons"].values() for c in group}
-    chosen = [m for m in CHANGE_FIGURES if m in comps]
-    chosen += [m for m, c in comps.items() if c["gated"] and c["verdict"] != "same" and m not in chosen]
+    lead = r.get("lead") or {}
+    title = f"B - A: each figure's change, with its simultaneous {100 * (1 - lead.get('alpha', 0.05)):.0f}% interval"
+    points = change_points(r)
     threshold = r["threshold_bytes_per_param"]
     fig = _figure(1)
     ax = fig.subplots()
     ax.axvspan(-threshold, threshold, color="#d8f0d8", label=f"within the threshold (±{threshold:g} B/param)")
     ax.axvline(0, color="0.3", linewidth=0.8)
-    y = np.arange(len(chosen))[::-1]
-    for yi, m in zip(y, chosen, strict=True):
-        c = comps[m]
-        color = "#123a6b" if c["gated"] else "0.55"
-        ax.errorbar(c["delta"], yi, xerr=c.get("interval") or 0.0, fmt="o", color=color, capsize=4,
+    y = np.arange(len(points))[::-1]
+    for yi, p in zip(y, points, strict=True):
+        color = CLAIM_COLORS.get(p["claim"], "0.55")
+        low = p["delta"] if p["low"] is None else p["low"]
+        high = p["delta"] if p["high"] is None else p["high"]
+        ax.errorbar(p["delta"], yi, xerr=[[p["delta"] - low], [high - p["delta"]]], fmt="o", color=color, capsize=4,
                     markersize=6, linewidth=1.6)
-        ax.annotate(f"{c['delta']:+.2f}", (c["delta"], yi), xytext=(0, 7), textcoords="offset points",
+        ax.annotate(f"{p['delta']:+.2f} ({p['claim']})", (p["delta"], yi), xytext=(0, 7), textcoords="offset points",
                     ha="center", fontsize="small", color=color)
-    ax.set_yticks(y, [metrics.label(m) + (" (gated)" if comps[m]["gated"] else "") for m in chosen])
-    for tick, m in zip(ax.get_yticklabels(), chosen, strict=True):
-        tick.set_color("#123a6b" if comps[m]["gated"] else "0.35")
-        tick.set_fontweight("bold" if comps[m]["gated"] else "normal")
+    ax.set_yticks(y, [answers.LEAD_WORDS.get(p["metric"], p["metric"]) + (" (gated)" if p["gated"] else "")
+                      for p in points])
+    for tick, p in zip(ax.get_yticklabels(), points, strict=True):
+        tick.set_fontweight("bold" if p["gated"] else "normal")
     ax.set_xlabel(f"B - A, bytes per parameter (A = {r['a']['label']}, B = {r['b']['label']})")
     low, high = ax.get_xlim()
     span = max(high - low, 4 * threshold)
     middle = (low + high) / 2
     ax.set_xlim(middle - span / 2, middle + span / 2)
-    ax.set_ylim(-0.7, len(chosen) - 0.3)
+    ax.set_ylim(-0.7, len(points) - 0.3)
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
-    caption = (f"{title}: the change of each figure's mean over the runs (B minus A) with a 95% Welch t interval "
-               f"({r['a']['ok']} vs {r['b']['ok']} runs); shaded: smaller than the {threshold:g} B/param a change "
-               "must pass. Gated figures (dark, bold) decide the verdict; grey ones inform (raw RSS, which glibc's "
-               "retention makes noisy).")
-    return Chart("change", title, _png(fig), caption)
+    caption = (f"{title}: the change of each figure's mean over the runs (B minus A) with its Welch t interval, "
+               f"Bonferroni over the {lead.get('m', 0)} figures that vary ({r['a']['ok']} vs {r['b']['ok']} runs): "
+               "the interval and the claim beside each point are the key table's and the answer's. Shaded: smaller "
+               f"than the {threshold:g} B/param a change must pass. Green lower, red higher, blue unchanged, orange "
+               "beyond the threshold but unconfirmed by the corrected test, grey within noise; gated figures (bold) "
+               "decide the gate.")
+    return Chart("change", title, _png(fig), caption, points)
 
 
 def charts(runs: list[RunSeries], summaries: list[dict[str, Any]],
            comparison: dict[str, Any] | None = None) -> list[Chart]:
     """Every chart of the report, in page order: the comparison first when there is one."""
-    lead = [comparison_chart(comparison)] if comparison and comparison["comparisons"] else []
+    lead = [comparison_chart(comparison)] if comparison and change_points(comparison) else []
     return [*lead, *(measure_chart(runs, m) for m in MEASURES), budget_chart(summaries)]

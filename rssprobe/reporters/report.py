@@ -33,7 +33,7 @@ def markdown_page(sections: list[html.Section], charts: list[plots.Chart], gener
                          "pre-model baseline"), ""]
     if compared:
         out += ["## Key figures: B against A (rssprobe diff)", "",
-                markdown.render(diffviews.header_lines(compared), diffviews.lead_tables(compared)), ""]
+                markdown.render(diffviews.header_lines(compared), diffviews.lead_tables(compared, compact=True)), ""]
     out += ["## Charts", ""]
     for c in charts:
         out += [f"![{markdown.escape(c.title)}]({c.name}.png)", "", markdown.line(c.caption), ""]

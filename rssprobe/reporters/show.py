@@ -141,16 +141,18 @@ def plan_list(data: dict[str, Any], fmt: str) -> None:
 def comparison(result: Comparison, fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
     """A comparison (analysis.compare.Result.as_dict()) as diff and gate print it: the answer, what was compared,
     the key figures and what differs; every figure's table behind --all (folded in markdown)."""
-    emit(fmt, result, diffviews.header_lines(result), diffviews.lead_tables(result),
+    emit(fmt, result, diffviews.header_lines(result), diffviews.lead_tables(result, compact=fmt == "markdown"),
          alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"],
-         details=diffviews.tables(result, all_sites or fmt in ("json", "csv")), show_details=show_all,
+         details=diffviews.tables(result, all_sites or fmt in ("json", "csv"), compact=fmt == "markdown"),
+         show_details=show_all,
          details_summary=diffviews.detail_summary(result))
 
 
 def comparison_markdown(result: Comparison) -> str:
     """The comparison as markdown (a job summary, a report page): the same answer, key tables and folds."""
-    return markdown.render(diffviews.header_lines(result), diffviews.lead_tables(result), result["answer"],
-                           diffviews.tables(result), diffviews.detail_summary(result))
+    return markdown.render(diffviews.header_lines(result), diffviews.lead_tables(result, compact=True),
+                           result["answer"],
+                           diffviews.tables(result, compact=True), diffviews.detail_summary(result))
 
 
 def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) -> tuple[list[str], list[Table]]:

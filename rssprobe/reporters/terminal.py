@@ -35,7 +35,8 @@ def render(lines: list[str], tables: list[Table], console: Console | None = None
                        caption_justify="left")
         for i, col in enumerate(t.columns):
             # fold, never "…": two names that share a prefix must not print alike in a narrow terminal
-            rt.add_column(escape(col), justify="right" if t.numeric(i) else "left", overflow="fold")
+            rt.add_column(escape(col), justify="right" if t.numeric(i) else "left", overflow="fold",
+                          no_wrap=t.numeric(i))  # a number never wraps apart
         for row in t.rows:
             rt.add_row(*[escape(str(c)) for c in row])
         out.print(rt)

@@ -137,6 +137,8 @@ def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
     else:
         raise UserError("gate needs --reference and --candidate, or SCENARIO --run, or --limits FILE")
     result = compare(a, b, g.threshold, g.alpha, g.force, g.metrics or GATED, g.allow_different_scripts).as_dict()
+    # the gate's own answer: its word and exit code first (only gated figures decide), then diff's lead
+    result["answer"] = answers.comparison({k: v for k, v in result.items() if k != "answer"}, gate_first=True)
     cases = [_case(c) for group in result["comparisons"].values() for c in group]
     return GateResult("runs", result["verdict"], result, cases + _problems(result))
 
