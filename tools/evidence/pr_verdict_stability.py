@@ -5,8 +5,8 @@ claims the lead made before issue 43 (commit 1fe27b7), reconstructed from the sa
 whose verdict moved (first sentence), an informative raw-RSS figure whose uncorrected one-sided exact test gave
 p <= 0.05 past the threshold (second sentence).
 
-    python reports/pr-verdict-stability/stability.py [RUNS]        # RUNS: A1..A5, P1..P5, B1..B5 (run groups)
-    python reports/pr-verdict-stability/stability.py --write       # the page, from runs.tar.gz beside this file
+    python -m tools.evidence.pr_verdict_stability [RUNS]        # RUNS: A1..A5, P1..P5, B1..B5 (run groups)
+    python -m tools.evidence.pr_verdict_stability --write  # the page, from reports/pr-verdict-stability/runs.tar.gz
 
 Prints the page (or writes reports/pr-verdict-stability.md with --write).
 """
@@ -20,15 +20,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT))
+from rssprobe import verdicts
+from rssprobe.analysis import answers, effects
+from rssprobe.analysis.compare import Side, compare
+from rssprobe.analysis.summary import summarise
+from rssprobe.store.rundir import GroupDir
 
-from rssprobe import verdicts  # noqa: E402
-from rssprobe.analysis import answers, effects  # noqa: E402
-from rssprobe.analysis.compare import Side, compare  # noqa: E402
-from rssprobe.analysis.summary import summarise  # noqa: E402
-from rssprobe.store.rundir import GroupDir  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent.parent
+HERE = ROOT / "reports" / "pr-verdict-stability"
 
 PAGE = ROOT / "reports" / "pr-verdict-stability.md"
 # the figures the lead before issue 43 named when they moved (analysis/answers.py at 1fe27b7: LEAD and RAW)
@@ -207,7 +206,7 @@ def page(results: list[tuple[str, str, dict[str, Any]]], fives: list[tuple[str, 
         "",
         "45 runs on a 2-core x86_64 machine shared with other sessions (wall time is not a measure here). The runs "
         "are in [pr-verdict-stability/runs.tar.gz](pr-verdict-stability/runs.tar.gz); this page is "
-        "`python reports/pr-verdict-stability/stability.py --write` (each comparison judged as `rssprobe diff "
+        "`python -m tools.evidence.pr_verdict_stability --write` (each comparison judged as `rssprobe diff "
         "runs/A$i runs/P$i` judges it).",
         "",
     ])
