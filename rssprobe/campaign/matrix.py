@@ -189,15 +189,11 @@ def run(m: MatrixRequest) -> Outcome:
     spec = m.spec.with_(trim_at_end=True)
     scen = spec.load()
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
-    axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
+    # the version axes parsed strictly, once (run/envs/spec.axis_values): an empty value or one given twice is one
+    # line, and a library's clone that is not one, before any environment or run
+    axes = {"torch": envs.axis_values("--torch", m.torch), "deepspeed": envs.axis_values("--deepspeed", m.deepspeed),
             "patch": values(m.patches) or [BASELINE], "allocator": values(m.allocators) or ["glibc"]}
-    libraries = {name: values(getattr(m, name)) for name in envs.LIBRARIES}
-    envs.check_versions("--torch", axes["torch"])
-    envs.check_versions("--deepspeed", axes["deepspeed"])
-    for name, given in libraries.items():
-        envs.check_versions(f"--{name}", given)
-        for value in given:
-            envs.library_requirement(name, value)  # a clone that is not there: refused before any run
+    libraries = {name: envs.axis_values(f"--{name}", getattr(m, name)) for name in envs.LIBRARIES}
     if m.options.python and (axes["torch"] or axes["deepspeed"] or any(libraries.values())):
         raise UserError("--python fixes torch and DeepSpeed for every cell; drop --torch/--deepspeed or --python")
     if any(libraries.values()) and not (axes["torch"] or axes["deepspeed"]):  # a library axis needs an env

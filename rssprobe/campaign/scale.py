@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
 from ..config.scenariospec import ScenarioSpec
-from ..config.sizes import counts
+from ..config.sizes import counts, items
 from ..contract import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
@@ -38,6 +39,7 @@ from .engine import Campaign, Shard
 from .matrix import Outcome
 
 INDEX = SCALE_INDEX
+OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # a script's option, as argparse users name them
 
 
 def parse_sizes(text: str) -> list[float]:
@@ -47,8 +49,13 @@ def parse_sizes(text: str) -> list[float]:
         sizes = [float(n) for n in counts(text)]
     except ValueError as e:
         raise UserError(f"--params {text}: {e}") from None
+    return check_sizes(sizes, f"--params {text}")
+
+
+def check_sizes(sizes: list[float], flag: str) -> list[float]:
+    """A sweep's sizes: at least 2 distinct (a fit of one size is refused before its runs, not after them)."""
     if len(set(sizes)) < 2:
-        raise UserError(f"--params {text}: a sweep needs at least 2 distinct sizes")
+        raise UserError(f"{flag}: a sweep needs at least 2 distinct sizes")
     return sizes
 
 
@@ -62,14 +69,22 @@ class SizeArg:
 
     @classmethod
     def parse(cls, text: str) -> SizeArg:
+        """NAME=V1,V2,...: the values split by the one list parser --params takes (config/sizes.items: no empty
+        value, space, control character or repeat); the name an option's (letters, digits, - and _)."""
         name, sep, values = text.partition("=")
-        name = name.strip().lstrip("-")
-        items = tuple(v.strip() for v in values.split(",") if v.strip())
-        if not sep or not name or not items:
-            raise UserError(f"--size-arg {text}: expected NAME=V1,V2,... (the script's option, e.g. layers=1,2,4)")
-        if len(set(items)) < 2:
+        name = name.strip(" ").lstrip("-")
+        if not sep or not OPTION_NAME.fullmatch(name):
+            raise UserError(f"--size-arg {text!r}: expected NAME=V1,V2,... (the script's option, e.g. layers=1,2,4)")
+        try:
+            got = tuple(items(values))
+        except ValueError as e:
+            raise UserError(f"--size-arg {e}") from None
+        twice = next((v for i, v in enumerate(got) if v in got[:i]), None)
+        if twice is not None:
+            raise UserError(f"--size-arg {text}: {twice} is given twice")
+        if len(got) < 2:
             raise UserError(f"--size-arg {text}: a sweep needs at least 2 distinct values")
-        return cls(f"--{name}", items)
+        return cls(f"--{name}", got)
 
     def group(self, value: str) -> str:
         return f"size-{layout.slug(value, layout.NAME_PART)}"

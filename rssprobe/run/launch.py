@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..store import claim, judgement, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
-from . import checkpoints, environment, host, lifeline, nodewatch, opcache, preflight, scriptrun
+from . import checkpoints, environment, host, launcher, lifeline, nodewatch, opcache, preflight, scriptrun
 from .deadline import Deadline, LogTail
 
 
@@ -137,6 +137,11 @@ def prepare(req: RunRequest) -> Prepared:
         raise UserError(f"--memray: memray is not installed for {req.python} (pip install 'rssprobe[memray]')")
     env = _worker_env(req, torch_version, ds_version)
     preflight.check_native_pin(req.scenario, req.patches, env, ds_version)
+    if req.scenario.script is not None and req.scenario.script.command:  # a launcher that cannot start: now
+        launcher.resolve(req.scenario.script.command, env.get("PATH"))
+    checkpoint = None
+    if req.scenario.model.kind == "transformers" and req.scenario.model.load == "checkpoint":
+        checkpoint = checkpoints.ensure(req.scenario, req.python)  # written once per shape, verified whole, now
     run_dir = RunDir.create(req.out, req.scenario.name, req.label)
     if req.scenario.script is not None and req.scenario.script.command:  # the user's launcher starts the ranks
         env = environment.launched(env, run_dir.path, req.scenario.script.path)
@@ -149,8 +154,8 @@ def prepare(req: RunRequest) -> Prepared:
     resolved = req.scenario.model_dump(mode="json")
     if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
         resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
-        if req.scenario.model.load == "checkpoint":  # written once per shape, loaded by every run
-            resolved["model"]["from_pretrained"]["path"] = str(checkpoints.ensure(req.scenario, req.python))
+        if checkpoint is not None:  # written once per shape, loaded by every run
+            resolved["model"]["from_pretrained"]["path"] = str(checkpoint)
     elif req.scenario.model.kind == "linear":
         resolved["model"]["layers"] = req.scenario.model.n_layers
     else:  # a script: its own model and DeepSpeed config
@@ -184,9 +189,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     lifeline.become_subreaper()  # an orphan the run leaves (a daemon of the user's script) comes back to us
     with open(run_dir.path / contract.WORKER_LOG, "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
-        proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
+        command = worker_command(req, run_dir, env["MASTER_PORT"])
+        try:
+            proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
+        except (OSError, subprocess.SubprocessError) as e:  # checked in prepare; gone since (a race): failed, said
+            why = f"{command[0]} could not be started ({getattr(e, 'strerror', None) or e})"
+            run_dir.update_manifest(status=Status.FAILED, error=why, ended=now_iso())
+            run_dir.release()
+            raise UserError(f"{run_dir.path}: {why}") from None
         # timeout_s counts the run's own time: DeepSpeed's op builds are not counted (run/deadline.py)
         deadline = Deadline(req.scenario.timeout_s, Path(env["TORCH_EXTENSIONS_DIR"]))
         node = nodewatch.NodePeak()

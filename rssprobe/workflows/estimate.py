@@ -264,7 +264,8 @@ def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
         proxy = PROXY[scen.model.kind]
         spec = dataclasses.replace(spec, ref=proxy, sets=user_sets("model."))
         cal_scen = spec.load()
-    sizes = list(req.calibration_params) if req.calibration_params else calibration_sizes(cal_scen)
+    sizes = scale.check_sizes(list(req.calibration_params), "--calibration-params " + ",".join(
+        f"{n:g}" for n in req.calibration_params)) if req.calibration_params else calibration_sizes(cal_scen)
     return Plan(spec, cal_scen, repeat, cal_ranks, steps, sizes, proxy)
 
 
@@ -429,6 +430,7 @@ def run(req: Request) -> Estimate:
     ranks = q.ranks
     asked = list(req.options.patches)
     patchsets.resolve(scen, False, False, asked)  # an unknown intervention is refused as `run` refuses it
+    preflight.check_patch_pair(asked)  # and two that replace one another, as `run` refuses them
     patches = [p for p in asked if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
     why = partition.refusal(shape, partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision],
                                                      ranks * req.nodes, q.accelerator, {}))

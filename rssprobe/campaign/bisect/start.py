@@ -54,9 +54,12 @@ def bisect(b: BisectRequest) -> Outcome:
         outputs.note(b.deepspeed_src)
     scen = b.spec.with_(trim_at_end=True).load()
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
-    ds, torch = b.deepspeed, b.torch
-    envs.check_versions("--deepspeed", ds)
-    envs.check_versions("--torch", torch)
+    ds, torch = envs.axis_values("--deepspeed", b.deepspeed), envs.axis_values("--torch", b.torch)
+    libraries = {name: envs.axis_values(f"--{name}", getattr(b, name)) for name in envs.LIBRARIES}
+    if b.components is not None and any(libraries.values()):
+        given = next(name for name, values in libraries.items() if values)
+        raise UserError(f"--{given} beside --components: a components bisect runs one environment (--env or "
+                        "--python); bisect the versions on their own")
     preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(torch) or [None], b.options.python)
     if b.components is not None:
         components(b.components)  # an empty or unknown set fails before any note or run
@@ -91,11 +94,6 @@ def bisect(b: BisectRequest) -> Outcome:
         r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "components", "components": b.components, "python": worker[0]}, b.fresh)
         return bisect_components(r, b.components, worker, b.retries)
-    libraries = {"transformers": b.transformers, "accelerate": b.accelerate}
-    for name, given in libraries.items():
-        envs.check_versions(f"--{name}", given)
-        for value in given:
-            envs.library_requirement(name, value)  # a clone that is not there: refused before any run
     lists = [name for name, given in (("deepspeed", ds), ("torch", torch), *libraries.items()) if len(given) > 1]
     if lists:
         if len(lists) > 1:

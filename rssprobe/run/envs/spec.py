@@ -60,6 +60,8 @@ class EnvSpec:
             elif name == "deepspeed":
                 deepspeed = _pinned(req, word)
             else:
+                if name in LIBRARIES and not req.url and req.specifier:  # a range would make the env's name lie
+                    _pinned(req, word)
                 extras.append(word)
         if torch is None:
             raise UserError(f"env spec {' '.join(words) or '(empty)'}: give torch==VERSION (always pinned: an "
@@ -98,14 +100,41 @@ def _pinned_library(extra: str) -> tuple[str | None, str | None]:
 
 def library_requirement(name: str, value: str) -> str:
     """The requirement that installs one value of a library axis: a release (4.51.3), or a local clone's working
-    tree (PATH) or revision (PATH@REV), as a PEP 508 URL without spaces (env specs split on them)."""
+    tree (PATH) or revision (PATH@REV), as a PEP 508 URL without spaces (env specs split on them). A path that is
+    not a checkout of a Python project, or a revision its git does not know, is one line before any environment."""
     if "/" not in value:
         return f"{name}=={value}"
     path, _, rev = value.partition("@")
     where = Path(path).expanduser().resolve()
     if not where.is_dir():
         raise UserError(f"--{name} {value}: {where} is not a directory (a local clone of {name})")
+    if not any((where / f).is_file() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+        raise UserError(f"--{name} {value}: {where} is not a checkout of {name} (no pyproject.toml or setup.py)")
+    if rev:
+        out = subprocess.run(["git", "-C", str(where), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                             capture_output=True, text=True)
+        if out.returncode != 0 or not out.stdout.strip():
+            raise UserError(f"--{name} {value}: {rev} is not a revision of a git checkout at {where}")
     return f"{name}@git+file://{where}@{rev}" if rev else f"{name}@file://{where}"
+
+
+def axis_values(flag: str, given: list[str] | tuple[str, ...]) -> list[str]:
+    """THE parser of a version axis (--torch, --deepspeed, --transformers, --accelerate; repeatable, each
+    comma-separated): every value once, none empty, each a release or a PATH[@REV] (check_versions); a library's
+    clone checked where it is (library_requirement). One line, before any environment or run."""
+    values: list[str] = []
+    for text in given:
+        for item in text.split(","):
+            value = item.strip()
+            if not value or any(c.isspace() for c in value):
+                raise UserError(f"{flag} {text!r}: an empty value or a space in one (V1,V2,...)")
+            values.append(value)
+    check_versions(flag, values)
+    name = flag.lstrip("-")
+    if name in LIBRARIES:
+        for value in values:
+            library_requirement(name, value)
+    return values
 
 
 def library_extras(transformers: str | None, accelerate: str | None, this_accelerate: str | None) -> tuple[str, ...]:
@@ -140,7 +169,8 @@ def _pinned(req: Requirement, word: str) -> str:
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
         hint = " (an unpinned torch pulls a multi-GB CUDA build)" if req.name.lower() == "torch" else ""
-        raise UserError(f"env spec {word}: pin an exact version, e.g. {req.name}==2.13.0{hint}")
+        example = {"torch": "2.13.0", "deepspeed": "0.19.8", "transformers": "4.51.3"}.get(req.name.lower(), "VERSION")
+        raise UserError(f"env spec {word}: pin an exact version, e.g. {req.name}=={example}{hint}")
     return specs[0].version
 
 
