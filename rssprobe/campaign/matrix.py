@@ -32,8 +32,7 @@ from ..contract import EXIT_INTERRUPTED, STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
-from ..run import envs, host, launch, preflight
-from ..run.group import rerun_argv
+from ..run import envs, host, launch, preflight, request
 from ..store import layout
 from ..store.rundir import GroupDir
 from . import engine
@@ -214,6 +213,8 @@ def run(m: MatrixRequest) -> Outcome:
     directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
     all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"],
                       libraries["transformers"], libraries["accelerate"])
+    # every cell's per-run preflight (the native pin's lock limit included), before any directory or cell
+    request.check_all(_planned(m, cell, spec, scen, specs, worker_python) for cell in all_cells)
     if m.dry_run:
         return Outcome("matrix-list", _listing(all_cells, directory, m.options.runs, shard))
     c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
@@ -228,20 +229,30 @@ def run(m: MatrixRequest) -> Outcome:
     return Outcome("matrix", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
+def _options(m: MatrixRequest, cell: Cell, specs: dict[str, list[str]]) -> RunOptions:
+    """What a cell varies: the matrix's options with its patch and allocator."""
+    return request.varied(m.options, patches=specs[cell.patch], allocator=cell.allocator)
+
+
+def _planned(m: MatrixRequest, cell: Cell, spec: ScenarioSpec, scen: scenario.Scenario, specs: dict[str, list[str]],
+             python: str | None) -> request.Planned:
+    """A cell's request before it runs: in `python` (--python), this Python (no version axis), or an environment
+    built when it starts (its DeepSpeed release known)."""
+    here = python is not None or (cell.torch is None and cell.deepspeed is None and not cell.extras(None))
+    return request.Planned(request.make(spec, _options(m, cell, specs), scen=scen, label=cell.patch, python=python),
+                           built=here, deepspeed=cell.deepspeed)
+
+
 def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scenario.Scenario, spec: ScenarioSpec,
                specs: dict[str, list[str]], python: str | None) -> bool:
     """Every cell of this shard not yet finished, through the campaign's cell loop; True if interrupted."""
     def start(cell: Cell) -> Callable[[Path], tuple[launch.RunRequest, dict[str, Any]]]:
-        def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
+        def made(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             worker, env_name = (python, None) if python else envs.for_versions(
                 cell.torch, cell.deepspeed, m.pip, say, cell.extras(host.package_version("accelerate")))
-            argv = rerun_argv(spec, specs[cell.patch], m.options.runs, group_dir, env_name, worker, cell.allocator,
-                              m.options.malloc_env)
-            return launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
-                                     patches=specs[cell.patch], allocator=cell.allocator,
-                                     malloc_env=dict(m.options.malloc_env),
-                                     out=group_dir, python=worker, command=argv), {"env": env_name, "python": worker}
-        return request
+            return request.make(spec, _options(m, cell, specs), scen=scen, label=cell.patch, out=group_dir,
+                                python=worker, env_name=env_name), {"env": env_name, "python": worker}
+        return made
 
     return c.run_cells([engine.Cell(cell.id, m.options.runs, f"cell {cell.id}", start(cell)) for cell in all_cells],
                        "matrix", m.retry_failed)

@@ -30,7 +30,7 @@ from ..contract import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
 from ..run import group as groups
-from ..run import launch, preflight
+from ..run import launch, preflight, request
 from ..store import layout, reader
 from ..store.layout import SCALE_INDEX
 from ..store.rundir import GroupDir
@@ -173,6 +173,19 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
                        "sweep", run_group=run_size, say=say)
 
 
+def preflight_sweep(sizes: list[float] | SizeArg, s: groups.Start
+                    ) -> tuple[list[scenario.Scenario], launch.RunRequest]:
+    """The sweep's scenarios and its base request, every size's per-run preflight made (the native pin's lock
+    limit of the largest included): one line before any directory or run (scale, and estimate's calibration)."""
+    if isinstance(sizes, SizeArg):
+        scens = script_scenarios(s.spec, sizes)
+    else:
+        scens = size_scenarios(s.spec, sizes)
+    req = groups.build_request(s)
+    request.check_all(dataclasses.replace(req, scenario=scen) for scen in scens)
+    return scens, req
+
+
 def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh: bool,
           shard_spec: str | None = None) -> Outcome:
     """`rssprobe scale`: run (or resume) the sweep, and its fit; exit 130 interrupted, 1 runs lost, else 0. `sizes`
@@ -180,12 +193,7 @@ def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh
     arguments)."""
     shard = Shard.parse(shard_spec)
     size_arg = sizes if isinstance(sizes, SizeArg) else None
-    if size_arg is not None:
-        scens = script_scenarios(s.spec, size_arg)
-    else:
-        assert isinstance(sizes, list)
-        scens = size_scenarios(s.spec, sizes)
-    req = groups.build_request(s)
+    scens, req = preflight_sweep(sizes, s)
     what = definition(req, [] if size_arg else sizes, s.options.runs, s.spec)
     if size_arg is not None:
         what.update(size_arg=[size_arg.flag, list(size_arg.values)])

@@ -25,6 +25,7 @@ from .. import contract
 from ..config import hfconfig, overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
+from ..config.scenariospec import ScenarioSpec
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import claim, judgement, reader
@@ -47,6 +48,7 @@ class RunRequest:
     patch_files: list[Path] = field(default_factory=list)  # unified diffs against installed packages
     memray: bool = False  # native view: memray captures per phase (inflates RSS; see --memray)
     command: list[str] = field(default_factory=lambda: list(sys.argv))
+    spec: ScenarioSpec | None = None  # what the command asked for (its rerun command line: run/request.py)
 
 
 @dataclass
@@ -123,8 +125,9 @@ class Prepared:
     env: dict[str, str]
 
 
-def prepare(req: RunRequest) -> Prepared:
-    """Everything that can fail on bad input fails here, before any process starts."""
+def check(req: RunRequest) -> dict[str, str]:
+    """THE per-run preflight: everything that can refuse this run on bad input, before anything is made (a run's
+    prepare, and a campaign's every cell before its first: run/request.check_all); the worker's environment."""
     preflight.check_sites(req.scenario, req.patches, req.python, overlay=bool(req.patch_files))
     preflight.check_alloc_conf(req.scenario.torch_alloc_conf, req.python)
     other_python = None if req.python == sys.executable else req.python
@@ -139,6 +142,12 @@ def prepare(req: RunRequest) -> Prepared:
     preflight.check_native_pin(req.scenario, req.patches, env, ds_version)
     if req.scenario.script is not None and req.scenario.script.command:  # a launcher that cannot start: now
         launcher.resolve(req.scenario.script.command, env.get("PATH"))
+    return env
+
+
+def prepare(req: RunRequest) -> Prepared:
+    """Everything that can fail on bad input fails here, before any process starts."""
+    env = check(req)
     checkpoint = None
     if req.scenario.model.kind == "transformers" and req.scenario.model.load == "checkpoint":
         checkpoint = checkpoints.ensure(req.scenario, req.python)  # written once per shape, verified whole, now

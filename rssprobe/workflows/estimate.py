@@ -319,15 +319,16 @@ def calibrate(req: Request, plan: Plan, key: dict[str, Any], patches: list[str])
     if stored is not None and stored != json.loads(json.dumps(key)):
         raise UserError(f"{home}: holds a calibration for another configuration; remove it or pass --fresh")
     finished = stored is not None and not req.fresh and _finished(directory)
+    options = dataclasses.replace(req.options, patches=tuple(patches), repeat=plan.repeat)
+    start = Start(spec=plan.spec, options=options, argv=req.argv)
     if not finished:
+        scale.preflight_sweep(plan.sizes, start)  # every size's per-run preflight, before its directory
         home.mkdir(parents=True, exist_ok=True)
         write_json_atomic(home / CALIBRATION_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "key": key,
                                                     "created": now_iso()})
         say(f"calibrating {plan.scen.name} on this machine: {len(plan.sizes)} sizes x {plan.repeat} run(s), "
             f"{plan.steps} steps each, {plan.ranks} rank(s), into {directory}")
-        options = dataclasses.replace(req.options, patches=tuple(patches), repeat=plan.repeat)
-        outcome = scale.sweep(plan.sizes, Start(spec=plan.spec, options=options, argv=req.argv), directory,
-                              req.fresh)
+        outcome = scale.sweep(plan.sizes, start, directory, req.fresh)
         if outcome.exit_code == contract.EXIT_INTERRUPTED:
             raise Stopped(f"calibration interrupted; rerun to resume it ({directory})", outcome.exit_code)
         if outcome.exit_code:

@@ -12,7 +12,7 @@ from ...config.scenariospec import ScenarioSpec
 from ...contract import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
-from ...run import envs, host, preflight
+from ...run import envs, host, preflight, request
 from ...store import layout, outputs
 from ..matrix import Outcome
 from . import git
@@ -71,6 +71,12 @@ def bisect(b: BisectRequest) -> Outcome:
             raise UserError(f"--limits {b.limits} and --limit {b.limit:g}: give one ceiling source")
         for name in load_limits(b.limits):
             metrics.check(f"{b.limits}:", name, scen)
+
+    # every round's per-run preflight that needs no Python of its own (each round's environment is built when it
+    # starts): the native pin's pair, DeepSpeed release and lock limit, with every component applied
+    applied = tuple(components(b.components)) if b.components else ()
+    base = request.make(b.spec, RunOptions(patches=applied), scen=scen, label="bisect")
+    request.check_all(request.Planned(base, built=False, deepspeed=v) for v in (ds or [None]))
 
     def runner(root: Path) -> Runner:
         return Runner(root, scen, b.spec, b.options.runs, b.metric, b.threshold, b.alpha,
