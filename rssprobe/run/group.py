@@ -67,6 +67,7 @@ def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | No
     drift does not favour the group that goes first. Returns each request's group and its runs' statuses.
     """
     run = execute or (lambda req, text: run_one(req, title=text))
+    request.check_all(reqs)  # every request's per-run preflight before its group's directory (run --repeat, gate)
     made = [GroupDir.create(req.out, req.scenario.name, req.label, repeat) for req in reqs]
     statuses: list[list[str]] = [[] for _ in reqs]
     try:
@@ -112,7 +113,6 @@ def build_request(s: Start) -> launch.RunRequest:
         names = "+".join(p.stem for p in o.patch_files)
         patch_label = names if patch_label == patchsets.BASELINE else f"{patch_label}+{names}"
     worker_python, env_name = envs.resolve_python(o.env_ref, o.python, log=say)
-    preflight.check_alloc_conf(scen.torch_alloc_conf, worker_python)  # before a directory (run, scale) is written
     argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
     return request.make(s.spec, request.varied(o, patches=specs), scen=scen, label=s.label or patch_label, out=s.out,
                         python=worker_python, memray=s.memray, argv=argv)

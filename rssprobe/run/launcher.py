@@ -46,7 +46,7 @@ def resolve(command: list[str] | tuple[str, ...], path_env: str | None = None) -
             raise UserError(f"launcher {word}: {why}")
         return Path(word)
     seen: list[str] = []
-    for directory in (path_env if path_env is not None else os.defpath).split(os.pathsep):
+    for directory in (path_env if path_env is not None else os.environ.get("PATH", os.defpath)).split(os.pathsep):
         candidate = Path(directory or ".") / word
         why = _why_not(candidate)
         if why is None:
