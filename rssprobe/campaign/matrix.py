@@ -214,7 +214,7 @@ def run(m: MatrixRequest) -> Outcome:
     all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"],
                       libraries["transformers"], libraries["accelerate"])
     # every cell's per-run preflight (the native pin's lock limit included), before any directory or cell
-    request.check_all(_planned(m, cell, spec, scen, specs, worker_python) for cell in all_cells)
+    request.check_all((_planned(m, cell, spec, scen, specs, worker_python) for cell in all_cells), libraries=False)
     if m.dry_run:
         return Outcome("matrix-list", _listing(all_cells, directory, m.options.runs, shard))
     c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error

@@ -40,6 +40,8 @@ def _scaled(text: str, units: dict[str, int], what: str, hint: str) -> float:
     n = value * units[unit]
     if not math.isfinite(n):  # 1e308T: finite as typed, not once scaled
         raise ValueError(f"{text!r} is not a finite number")
+    if n <= 0:
+        raise ValueError(f"{text!r} is not {what} > 0")
     if n < 1:  # a fraction of one byte or one parameter (0.5B) is no size, not zero
         raise ValueError(f"{text!r} is not {what} of at least 1")
     return n

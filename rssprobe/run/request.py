@@ -71,9 +71,11 @@ class Planned:
     deepspeed: str | None = None
 
 
-def check_all(cells: Iterable[Planned | launch.RunRequest]) -> None:
+def check_all(cells: Iterable[Planned | launch.RunRequest], libraries: bool = True) -> None:
     """The per-run preflight of every cell, each distinct configuration once, before the first cell runs: one line
-    (UserError) for the first that would be refused, before any directory or worker."""
+    (UserError) for the first that would be refused, before any directory or worker. `libraries` False: an
+    allocator library that is not installed fails only its own cells when they start (a matrix's other cells go
+    on)."""
     seen: set[tuple[object, ...]] = set()
     for cell in cells:
         planned = cell if isinstance(cell, Planned) else Planned(cell)
@@ -84,7 +86,7 @@ def check_all(cells: Iterable[Planned | launch.RunRequest]) -> None:
             continue
         seen.add(key)
         if planned.built:
-            launch.check(req)
+            launch.check(req if libraries else dataclasses.replace(req, allocator="glibc"))
             continue
         # its environment's bin directory is not there yet (a launcher may be installed in it): the launcher, like
         # the sites and the alloc conf of its torch, is checked when the cell starts

@@ -60,8 +60,6 @@ class EnvSpec:
             elif name == "deepspeed":
                 deepspeed = _pinned(req, word)
             else:
-                if name in LIBRARIES and not req.url and req.specifier:  # a range would make the env's name lie
-                    _pinned(req, word)
                 extras.append(word)
         if torch is None:
             raise UserError(f"env spec {' '.join(words) or '(empty)'}: give torch==VERSION (always pinned: an "
@@ -86,6 +84,19 @@ class EnvSpec:
         return name
 
 
+def check_pinned_libraries(words: list[str] | tuple[str, ...]) -> None:
+    """An env spec a person typed (env create, --env): a library axis (transformers, accelerate) pinned as torch and
+    DeepSpeed are, or a local clone; a range (transformers>=4) would install whatever is newest that day, under a
+    name that does not say which."""
+    for word in (w for item in words for w in item.split()):
+        try:
+            req = Requirement(word)
+        except InvalidRequirement:
+            continue  # EnvSpec.parse names it
+        if req.name.lower() in LIBRARIES and not req.url and req.specifier:
+            _pinned(req, word)
+
+
 def _pinned_library(extra: str) -> tuple[str | None, str | None]:
     """('tf', '4.51.3') for 'transformers==4.51.3' (a version axis with a short name); (None, None) otherwise."""
     try:
@@ -100,14 +111,23 @@ def _pinned_library(extra: str) -> tuple[str | None, str | None]:
 
 def library_requirement(name: str, value: str) -> str:
     """The requirement that installs one value of a library axis: a release (4.51.3), or a local clone's working
-    tree (PATH) or revision (PATH@REV), as a PEP 508 URL without spaces (env specs split on them). A path that is
-    not a checkout of a Python project, or a revision its git does not know, is one line before any environment."""
+    tree (PATH) or revision (PATH@REV), as a PEP 508 URL without spaces (env specs split on them)."""
     if "/" not in value:
         return f"{name}=={value}"
     path, _, rev = value.partition("@")
     where = Path(path).expanduser().resolve()
     if not where.is_dir():
         raise UserError(f"--{name} {value}: {where} is not a directory (a local clone of {name})")
+    return f"{name}@git+file://{where}@{rev}" if rev else f"{name}@file://{where}"
+
+
+def check_clone(name: str, value: str) -> None:
+    """A library axis's local clone as a campaign takes it: a checkout of a Python project (pyproject.toml,
+    setup.py or setup.cfg) and, with @REV, a revision its git knows; one line otherwise, before any environment
+    (pip would fail on it minutes later, inside the first cell)."""
+    library_requirement(name, value)
+    path, _, rev = value.partition("@")
+    where = Path(path).expanduser().resolve()
     if not any((where / f).is_file() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
         raise UserError(f"--{name} {value}: {where} is not a checkout of {name} (no pyproject.toml or setup.py)")
     if rev:
@@ -115,7 +135,6 @@ def library_requirement(name: str, value: str) -> str:
                              capture_output=True, text=True)
         if out.returncode != 0 or not out.stdout.strip():
             raise UserError(f"--{name} {value}: {rev} is not a revision of a git checkout at {where}")
-    return f"{name}@git+file://{where}@{rev}" if rev else f"{name}@file://{where}"
 
 
 def axis_values(flag: str, given: list[str] | tuple[str, ...]) -> list[str]:
@@ -133,7 +152,8 @@ def axis_values(flag: str, given: list[str] | tuple[str, ...]) -> list[str]:
     name = flag.lstrip("-")
     if name in LIBRARIES:
         for value in values:
-            library_requirement(name, value)
+            if "/" in value:
+                check_clone(name, value)
     return values
 
 
