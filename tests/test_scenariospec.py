@@ -10,9 +10,10 @@ import pytest
 from rssprobe.commands import run as run_command
 from rssprobe.commands.common_args import scenario_spec
 from rssprobe.config import scenario
+from rssprobe.config.runoptions import RunOptions
 from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.errors import UserError
-from rssprobe.run.group import rerun_argv
+from rssprobe.run import request
 
 LINEAR = Path(__file__).resolve().parent.parent / "examples" / "train_linear.py"
 
@@ -63,9 +64,10 @@ def _reparsed(words: list[str]) -> ScenarioSpec:
     ScenarioSpec(str(LINEAR), ("timeout_s=60",), steps=2, script_args=("--width", "64", "", "a b")),
 ], ids=["scenario", "zero3", "script"])
 def test_the_recorded_rerun_command_line_loads_the_same_scenario(spec: ScenarioSpec, tmp_path: Path) -> None:
-    """What a campaign records for a group (run/group.rerun_argv) is a command line that, given to `rssprobe run`,
+    """What a campaign records for a group (run/request.rerun_argv) is a command line that, given to `rssprobe run`,
     builds the scenario the group ran: every typed option and --set word, the script's arguments after `--`."""
-    argv = rerun_argv(spec, ["pr8132"], 3, tmp_path / "g", None, "/usr/bin/python3")
+    argv = request.make(spec, RunOptions(patches=("pr8132",), repeat=3), label="pr8132", out=tmp_path / "g",
+                        python="/usr/bin/python3").command
     assert argv[:2] == ["rssprobe", "run"] and "--trim-at-end" in argv
     again = _reparsed(argv[2:])
     assert again.load().model_dump() == spec.with_(trim_at_end=True).load().model_dump()

@@ -29,10 +29,11 @@ from rich.progress import Progress
 from rssprobe.analysis import stats
 from rssprobe.analysis.summary import Summary
 from rssprobe.config import scenario
+from rssprobe.config.runoptions import RunOptions
 from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.contract.glibc import STEADY_MALLOC_ENV
 from rssprobe.reporters import terminal, views
-from rssprobe.run import environment, launch
+from rssprobe.run import environment, launch, request
 from rssprobe.run.ask import ask
 
 ALTERNATE = {"probes.alternate": True}
@@ -64,8 +65,8 @@ GIB = 1 << 30
 
 
 def _one(scen: scenario.Scenario, out: Path, malloc_env: dict[str, str] | None = STEADY_MALLOC_ENV) -> Summary:
-    req = launch.RunRequest(scenario=scen, scenario_ref=scen.name, label="bench", malloc_env=malloc_env or {},
-                            out=out)
+    req = request.make(ScenarioSpec(scen.name), RunOptions(malloc_env=dict(malloc_env or {})), scen=scen,
+                       label="bench", out=out, argv=list(sys.argv))
     result = launch.run(req)
     if result.status != "ok":
         raise click.ClickException(f"bench run failed: {result.manifest.error} ({out})")

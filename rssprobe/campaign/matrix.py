@@ -33,8 +33,7 @@ from ..contract.glibc import STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
-from ..run import envs, host, launch, preflight
-from ..run.group import rerun_argv
+from ..run import envs, host, launch, preflight, request
 from ..store import layout
 from ..store.rundir import GroupDir
 from . import engine
@@ -190,15 +189,11 @@ def run(m: MatrixRequest) -> Outcome:
     spec = m.spec.with_(trim_at_end=True)
     scen = spec.load()
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
-    axes = {"torch": values(m.torch), "deepspeed": values(m.deepspeed),
+    # the version axes parsed strictly, once (run/envs/spec.axis_values): an empty value or one given twice is one
+    # line, and a library's clone that is not one, before any environment or run
+    axes = {"torch": envs.axis_values("--torch", m.torch), "deepspeed": envs.axis_values("--deepspeed", m.deepspeed),
             "patch": values(m.patches) or [BASELINE], "allocator": values(m.allocators) or ["glibc"]}
-    libraries = {name: values(getattr(m, name)) for name in envs.LIBRARIES}
-    envs.check_versions("--torch", axes["torch"])
-    envs.check_versions("--deepspeed", axes["deepspeed"])
-    for name, given in libraries.items():
-        envs.check_versions(f"--{name}", given)
-        for value in given:
-            envs.library_requirement(name, value)  # a clone that is not there: refused before any run
+    libraries = {name: envs.axis_values(f"--{name}", getattr(m, name)) for name in envs.LIBRARIES}
     if m.options.python and (axes["torch"] or axes["deepspeed"] or any(libraries.values())):
         raise UserError("--python fixes torch and DeepSpeed for every cell; drop --torch/--deepspeed or --python")
     if any(libraries.values()) and not (axes["torch"] or axes["deepspeed"]):  # a library axis needs an env
@@ -219,6 +214,8 @@ def run(m: MatrixRequest) -> Outcome:
     directory = m.out or engine.default_dir(layout.matrix_root(), scen.name, definition)
     all_cells = cells(axes["torch"], axes["deepspeed"], axes["patch"], axes["allocator"],
                       libraries["transformers"], libraries["accelerate"])
+    # every cell's per-run preflight (the native pin's lock limit included), before any directory or cell
+    request.check_all((_planned(m, cell, spec, scen, specs, worker_python) for cell in all_cells), libraries=False)
     if m.dry_run:
         return Outcome("matrix-list", _listing(all_cells, directory, m.options.runs, shard))
     c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
@@ -233,20 +230,30 @@ def run(m: MatrixRequest) -> Outcome:
     return Outcome("matrix", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
+def _options(m: MatrixRequest, cell: Cell, specs: dict[str, list[str]]) -> RunOptions:
+    """What a cell varies: the matrix's options with its patch and allocator."""
+    return request.varied(m.options, patches=specs[cell.patch], allocator=cell.allocator)
+
+
+def _planned(m: MatrixRequest, cell: Cell, spec: ScenarioSpec, scen: scenario.Scenario, specs: dict[str, list[str]],
+             python: str | None) -> request.Planned:
+    """A cell's request before it runs: in `python` (--python), this Python (no version axis), or an environment
+    built when it starts (its DeepSpeed release known)."""
+    here = python is not None or (cell.torch is None and cell.deepspeed is None and not cell.extras(None))
+    return request.Planned(request.make(spec, _options(m, cell, specs), scen=scen, label=cell.patch, python=python),
+                           built=here, deepspeed=cell.deepspeed)
+
+
 def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scenario.Scenario, spec: ScenarioSpec,
                specs: dict[str, list[str]], python: str | None) -> bool:
     """Every cell of this shard not yet finished, through the campaign's cell loop; True if interrupted."""
     def start(cell: Cell) -> Callable[[Path], tuple[launch.RunRequest, dict[str, Any]]]:
-        def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
+        def made(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             worker, env_name = (python, None) if python else envs.for_versions(
                 cell.torch, cell.deepspeed, m.pip, say, cell.extras(host.package_version("accelerate")))
-            argv = rerun_argv(spec, specs[cell.patch], m.options.runs, group_dir, env_name, worker, cell.allocator,
-                              m.options.malloc_env)
-            return launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=cell.patch,
-                                     patches=specs[cell.patch], allocator=cell.allocator,
-                                     malloc_env=dict(m.options.malloc_env),
-                                     out=group_dir, python=worker, command=argv), {"env": env_name, "python": worker}
-        return request
+            return request.make(spec, _options(m, cell, specs), scen=scen, label=cell.patch, out=group_dir,
+                                python=worker, env_name=env_name), {"env": env_name, "python": worker}
+        return made
 
     return c.run_cells([engine.Cell(cell.id, m.options.runs, f"cell {cell.id}", start(cell)) for cell in all_cells],
                        "matrix", m.retry_failed)

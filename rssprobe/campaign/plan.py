@@ -23,12 +23,12 @@ from ..analysis import answers, metrics
 from ..analysis.results import PlanListing, PlanTable
 from ..config import scenario
 from ..config.plan import LoadedPlan, PlanCell
+from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..contract.status import Status
 from ..log import say
-from ..run import envs, host, launch, preflight
-from ..run.group import rerun_argv
+from ..run import envs, host, launch, preflight, request
 from ..store import layout
 from ..store.writer import write_json_atomic
 from . import engine
@@ -78,6 +78,7 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     specs = patch_specs(next(iter(scens.values())), settings.patches)
     for cell in cells:  # a missing allocator library is one line naming its package, before anything runs
         host.allocator_library(cell.allocator_name)
+    request.check_all(_planned(cell, base, scens, specs) for cell in cells)  # every cell's preflight, before any
     directory = out or engine.default_dir(layout.matrix_root(), loaded.path.stem, loaded.definition())
     positions = [loaded.cells.index(c) for c in cells]
     if dry_run:
@@ -94,20 +95,32 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     return Outcome("plan", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
+def _options(cell: PlanCell, specs: dict[str, list[str]]) -> RunOptions:
+    """What a plan cell runs with: its patch set, allocator and glibc knobs, and repeat."""
+    return RunOptions(patches=tuple(specs[cell.patch]), allocator=cell.allocator_name, malloc_env=cell.malloc_env,
+                      repeat=cell.repeat)
+
+
+def _planned(cell: PlanCell, base: ScenarioSpec, scens: dict[ScenarioSpec, scenario.Scenario],
+             specs: dict[str, list[str]]) -> request.Planned:
+    """A cell's request before it runs: here when its versions are this Python's, else in an environment built when
+    it starts."""
+    key = _spec(cell, base)
+    here = cell.torch is None or (cell.torch, cell.deepspeed) == local_versions()
+    return request.Planned(request.make(key, _options(cell, specs), scen=scens[key], label=cell.patch), built=here,
+                           deepspeed=cell.deepspeed)
+
+
 def _run_cells(cells: list[PlanCell], c: Campaign, base: ScenarioSpec, scens: dict[ScenarioSpec, scenario.Scenario],
                specs: dict[str, list[str]], retry_failed: bool, pip: tuple[str, ...]) -> bool:
     """Every cell of this shard not yet finished, through the campaign's cell loop; True if interrupted."""
     def start(cell: PlanCell) -> Callable[[Path], tuple[launch.RunRequest, dict[str, Any]]]:
-        def request(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
+        def made(group_dir: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
             worker, env_name = worker_for(cell, pip)
             key = _spec(cell, base)
-            argv = rerun_argv(key, specs[cell.patch], cell.repeat, group_dir, env_name, worker,
-                              cell.allocator_name, cell.malloc_env)
-            return launch.RunRequest(scenario=scens[key], scenario_ref=key.ref, label=cell.patch,
-                                     patches=specs[cell.patch], allocator=cell.allocator_name,
-                                     malloc_env=cell.malloc_env, out=group_dir, python=worker, command=argv), \
-                {"env": env_name, "python": worker}
-        return request
+            return request.make(key, _options(cell, specs), scen=scens[key], label=cell.patch, out=group_dir,
+                                python=worker, env_name=env_name), {"env": env_name, "python": worker}
+        return made
 
     return c.run_cells([engine.Cell(cell.id, cell.repeat, f"{cell.axis} {cell.value} [{cell.patch}]", start(cell))
                         for cell in cells], "plan", retry_failed)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +25,12 @@ from typing import Any
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
 from ..config.scenariospec import ScenarioSpec
-from ..config.sizes import counts
+from ..config.sizes import counts, items
 from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
 from ..run import group as groups
-from ..run import launch, preflight
+from ..run import launch, preflight, request
 from ..store import layout, reader
 from ..store.layout import SCALE_INDEX
 from ..store.rundir import GroupDir
@@ -38,6 +39,7 @@ from .engine import Campaign, Shard
 from .matrix import Outcome
 
 INDEX = SCALE_INDEX
+OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # a script's option, as argparse users name them
 
 
 def parse_sizes(text: str) -> list[float]:
@@ -47,8 +49,13 @@ def parse_sizes(text: str) -> list[float]:
         sizes = [float(n) for n in counts(text)]
     except ValueError as e:
         raise UserError(f"--params {text}: {e}") from None
+    return check_sizes(sizes, f"--params {text}")
+
+
+def check_sizes(sizes: list[float], flag: str) -> list[float]:
+    """A sweep's sizes: at least 2 distinct (a fit of one size is refused before its runs, not after them)."""
     if len(set(sizes)) < 2:
-        raise UserError(f"--params {text}: a sweep needs at least 2 distinct sizes")
+        raise UserError(f"{flag}: a sweep needs at least 2 distinct sizes")
     return sizes
 
 
@@ -62,14 +69,22 @@ class SizeArg:
 
     @classmethod
     def parse(cls, text: str) -> SizeArg:
+        """NAME=V1,V2,...: the values split by the one list parser --params takes (config/sizes.items: no empty
+        value, space, control character or repeat); the name an option's (letters, digits, - and _)."""
         name, sep, values = text.partition("=")
-        name = name.strip().lstrip("-")
-        items = tuple(v.strip() for v in values.split(",") if v.strip())
-        if not sep or not name or not items:
-            raise UserError(f"--size-arg {text}: expected NAME=V1,V2,... (the script's option, e.g. layers=1,2,4)")
-        if len(set(items)) < 2:
+        name = name.strip(" ").lstrip("-")
+        if not sep or not OPTION_NAME.fullmatch(name):
+            raise UserError(f"--size-arg {text!r}: expected NAME=V1,V2,... (the script's option, e.g. layers=1,2,4)")
+        try:
+            got = tuple(items(values))
+        except ValueError as e:
+            raise UserError(f"--size-arg {e}") from None
+        twice = next((v for i, v in enumerate(got) if v in got[:i]), None)
+        if twice is not None:
+            raise UserError(f"--size-arg {text}: {twice} is given twice")
+        if len(got) < 2:
             raise UserError(f"--size-arg {text}: a sweep needs at least 2 distinct values")
-        return cls(f"--{name}", items)
+        return cls(f"--{name}", got)
 
     def group(self, value: str) -> str:
         return f"size-{layout.slug(value, layout.NAME_PART)}"
@@ -158,6 +173,19 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
                        "sweep", run_group=run_size, say=say)
 
 
+def preflight_sweep(sizes: list[float] | SizeArg, s: groups.Start
+                    ) -> tuple[list[scenario.Scenario], launch.RunRequest]:
+    """The sweep's scenarios and its base request, every size's per-run preflight made (the native pin's lock
+    limit of the largest included): one line before any directory or run (scale, and estimate's calibration)."""
+    if isinstance(sizes, SizeArg):
+        scens = script_scenarios(s.spec, sizes)
+    else:
+        scens = size_scenarios(s.spec, sizes)
+    req = groups.build_request(s)
+    request.check_all(dataclasses.replace(req, scenario=scen) for scen in scens)
+    return scens, req
+
+
 def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh: bool,
           shard_spec: str | None = None) -> Outcome:
     """`rssprobe scale`: run (or resume) the sweep, and its fit; exit 130 interrupted, 1 runs lost, else 0. `sizes`
@@ -165,12 +193,7 @@ def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh
     arguments)."""
     shard = Shard.parse(shard_spec)
     size_arg = sizes if isinstance(sizes, SizeArg) else None
-    if size_arg is not None:
-        scens = script_scenarios(s.spec, size_arg)
-    else:
-        assert isinstance(sizes, list)
-        scens = size_scenarios(s.spec, sizes)
-    req = groups.build_request(s)
+    scens, req = preflight_sweep(sizes, s)
     what = definition(req, [] if size_arg else sizes, s.options.runs, s.spec)
     if size_arg is not None:
         what.update(size_arg=[size_arg.flag, list(size_arg.values)])

@@ -66,8 +66,9 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
     spec = common_args.scenario_spec(args, script, overrides, steps=steps)
     assert spec is not None
     outcome = bisect(BisectRequest(
-        spec=spec, deepspeed=common_args.split(ds_list), torch=common_args.split(torch_list),
-        transformers=common_args.split(tf_list), accelerate=common_args.split(acc_list),
+        # the axes as typed: parsed strictly, once, by the bisect (run/envs/spec.axis_values)
+        spec=spec, deepspeed=_given(ds_list), torch=_given(torch_list), transformers=_given(tf_list),
+        accelerate=_given(acc_list),
         components=components, deepspeed_src=deepspeed_src, good=good, bad=bad, limits=limits, limit=limit,
         metric=metric, direction=direction, retries=retries, threshold=threshold, alpha=alpha,
         out=out, fresh=fresh, keep_envs=keep_envs,
@@ -76,3 +77,7 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
         pip=common_args.pip_options(find_links, index_url)))
     show.bisect(outcome.data, fmt)
     sys.exit(outcome.exit_code)
+
+
+def _given(text: str | None) -> list[str]:
+    return [] if text is None else [text]

@@ -23,7 +23,7 @@ from . import common_args
 @common_args.script_options
 @click.option("--params", "params_text", metavar="N,N[,N...]",
               help="Model sizes in parameters, e.g. 4e6,16e6,64e6 (sets model.params; at least 2 distinct).")
-@click.option("--size-arg", "size_arg", metavar="NAME=V,V[,V...]",
+@click.option("--size-arg", "size_args", multiple=True, metavar="NAME=V,V[,V...]",
               help="A script's own size option and its values, e.g. layers=1,2,4: each size runs the script with "
                    "--layers 1 (and so on) after its arguments; the parameter counts are measured.")
 @common_args.configuration_options
@@ -34,7 +34,7 @@ from . import common_args
 @common_args.fresh_option
 @common_args.shard_option
 @common_args.format_option()
-def command(args: tuple[str, ...], script: Path | None, params_text: str | None, size_arg: str | None,
+def command(args: tuple[str, ...], script: Path | None, params_text: str | None, size_args: tuple[str, ...],
             steps: int | None, overrides: tuple[str, ...],
             world_size: int | None, baseline: bool, patched: bool, patches: tuple[str, ...],
             patch_files: tuple[Path, ...], allocator: str, malloc_env: tuple[str, ...], label: str | None,
@@ -47,6 +47,9 @@ def command(args: tuple[str, ...], script: Path | None, params_text: str | None,
     if spec is None:
         raise UserError("scale: name a SCENARIO, or --script train.py")
     is_script = spec.ref.endswith(".py")
+    if len(size_args) > 1:  # click would keep the last one silently
+        raise UserError(f"--size-arg given {len(size_args)} times: a sweep varies one option of the script")
+    size_arg = size_args[0] if size_args else None
     if (params_text is None) == (size_arg is None) or (size_arg is not None) != is_script:
         raise UserError("scale: give --params N,N,... (a scenario's sizes) or, for a script, --size-arg NAME=V,V,... "
                         "(its own size option); one of them")

@@ -38,8 +38,12 @@ def _scaled(text: str, units: dict[str, int], what: str, hint: str) -> float:
     if unit not in units:
         raise ValueError(f"{text!r}: unknown unit {unit!r} ({what}: {hint})")
     n = value * units[unit]
+    if not math.isfinite(n):  # 1e308T: finite as typed, not once scaled
+        raise ValueError(f"{text!r} is not a finite number")
     if n <= 0:
         raise ValueError(f"{text!r} is not {what} > 0")
+    if n < 1:  # a fraction of one byte or one parameter (0.5B) is no size, not zero
+        raise ValueError(f"{text!r} is not {what} of at least 1")
     return n
 
 
@@ -48,9 +52,24 @@ def count(text: str) -> float:
     return _scaled(text, COUNT_UNITS, "a parameter count", "7B, 1.3B, 350M, 70e9: K, M, B or T")
 
 
+def items(text: str) -> list[str]:
+    """THE splitter of a list people type ('4e6,16M,64e6', a script's size values '1,2,4'): each item stripped;
+    an empty item (a trailing comma), a space inside one or a control character (a newline) is refused
+    (ValueError). Repeats are the caller's to judge (sizes by their value: 1e6 and 1M are one size)."""
+    out: list[str] = []
+    for raw in str(text).split(","):
+        item = raw.strip(" ")
+        if not item:
+            raise ValueError(f"{text!r}: an empty value (a comma too many)")
+        if any(c.isspace() or not c.isprintable() for c in item):
+            raise ValueError(f"{text!r}: {item!r} holds a space or a control character")
+        out.append(item)
+    return out
+
+
 def counts(text: str) -> list[float]:
-    """'4e6,16M,64e6' -> [4e6, 16e6, 64e6] (each as count())."""
-    return [count(item) for item in str(text).split(",")]
+    """'4e6,16M,64e6' -> [4e6, 16e6, 64e6] (items(), each as count())."""
+    return [count(item) for item in items(text)]
 
 
 def nbytes(text: str) -> int:

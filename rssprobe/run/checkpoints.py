@@ -9,6 +9,8 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ from ..config.scenario import Scenario
 from ..errors import UserError
 from ..log import say
 from ..store import layout, outputs
-from . import environment, host
+from . import checkpointfiles, environment, host
 
 WRITE_TIMEOUT_S = 3600
 
@@ -39,15 +41,43 @@ def directory(scenario: Scenario, python: str) -> Path:
     return layout.checkpoints_root() / f"{layout.slug(scenario.model.hf['model_type'])}-{digest}"
 
 
+def _damage(out: Path, scenario: Scenario) -> str | None:
+    """Why the checkpoint at `out` cannot be loaded as it is (run/checkpointfiles.py); None: it is whole."""
+    fp = scenario.model.from_pretrained
+    assert fp is not None
+    return checkpointfiles.damage(out, fp.format)
+
+
+def _whole(out: Path, scenario: Scenario) -> bool:
+    """The cached checkpoint is there and whole (run/checkpointfiles.py); a damaged one is removed, said, so that
+    it is written again; one that cannot be removed is refused with the command that clears it."""
+    if not os.path.lexists(out):
+        return False
+    why = _damage(out, scenario)
+    if why is None:
+        return True
+    say(f"the cached checkpoint {out} is damaged ({why}): writing it again")
+    try:
+        if out.is_dir() and not out.is_symlink():
+            shutil.rmtree(out)
+        else:
+            out.unlink()
+    except OSError as e:
+        raise UserError(f"{out}: the cached checkpoint is damaged ({why}) and cannot be removed "
+                        f"({e.strerror or e}); clear it with: rm -rf {shlex.quote(str(out))}") from None
+    return False
+
+
 def ensure(scenario: Scenario, python: str) -> Path:
-    """The checkpoint's directory, written first if no run wrote it before (one writer at a time)."""
+    """The checkpoint's directory, written first if no run wrote it before (one writer at a time), verified whole
+    before any worker loads it (written again when damaged)."""
     out = directory(scenario, python)
-    if out.is_dir():
+    if out.is_dir() and _damage(out, scenario) is None:  # checked again, and repaired, under the lock
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(outputs.lock(out.parent / f".{out.name}.lock"), "rb") as lock:  # a FIFO or a link: refused
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if out.is_dir():
+        if _whole(out, scenario):  # another process wrote it meanwhile; a damaged one is removed here
             return out
         say(f"writing the checkpoint this scenario loads (once per shape): {out}")
         env = {**environment.probe(python), **environment.HUB_OFFLINE}
@@ -56,5 +86,9 @@ def ensure(scenario: Scenario, python: str) -> Path:
         if proc.returncode != 0 or not out.is_dir():
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise UserError(f"{out}: the checkpoint could not be written ({last})")
+        why = _damage(out, scenario)
+        if why is not None:
+            raise UserError(f"{out}: the checkpoint just written is not whole ({why}); clear it with: "
+                            f"rm -rf {shlex.quote(str(out))}")
     return out
 

@@ -1,8 +1,7 @@
 """Running one configuration: a single run with a progress bar, or a group of N fresh runs.
 
-The group runner that run, gate, matrix, plan, scale and bisect share; `rerun_argv` is the `rssprobe run`
-command line a group started by a campaign records, so it can be rerun on its own. Nothing here prints a
-result: the workflows return what ran, the commands show it.
+The group runner that run, gate, matrix, plan, scale and bisect share (their requests: run/request.py).
+Nothing here prints a result: the workflows return what ran, the commands show it.
 """
 
 from __future__ import annotations
@@ -23,11 +22,11 @@ from ..errors import UserError
 from ..log import say
 from ..store.layout import runs_root
 from ..store.rundir import GroupDir
-from . import envs, launch, preflight
+from . import envs, launch, preflight, request
 from .progress import RunProgress
 
-__all__ = ["STEADY_MALLOC_ENV", "Start", "build_request", "exit_code", "order", "rerun_argv",
-           "run_group", "run_groups", "run_one"]
+__all__ = ["STEADY_MALLOC_ENV", "Start", "build_request", "exit_code", "order", "run_group", "run_groups",
+           "run_one"]
 
 def exit_code(status: str) -> int:
     return {Status.OK: 0, Status.INTERRUPTED: EXIT_INTERRUPTED}.get(status, 1)
@@ -70,6 +69,7 @@ def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | No
     drift does not favour the group that goes first. Returns each request's group and its runs' statuses.
     """
     run = execute or (lambda req, text: run_one(req, title=text))
+    request.check_all(reqs)  # every request's per-run preflight before its group's directory (run --repeat, gate)
     made = [GroupDir.create(req.out, req.scenario.name, req.label, repeat) for req in reqs]
     statuses: list[list[str]] = [[] for _ in reqs]
     try:
@@ -85,17 +85,6 @@ def run_groups(reqs: list[launch.RunRequest], repeat: int, execute: Execute | No
     finally:
         for group in made:
             group.release()
-
-
-def rerun_argv(spec: ScenarioSpec, patches: list[str], repeat: int, out: Path, env_name: str | None,
-               python: str, allocator: str = "glibc", malloc_env: dict[str, str] | None = None) -> list[str]:
-    """The `rssprobe run` command line that reproduces one group started by a campaign (every campaign run
-    ends with malloc_trim(0): RSS after it is a low-noise figure)."""
-    options = ["--allocator", allocator, "--repeat", str(repeat), "--out", str(out),
-               *[a for p in patches for a in ("--patch", p)],
-               *[a for k, v in (malloc_env or {}).items() for a in ("--malloc-env", f"{k}={v}")],
-               *(["--env", env_name] if env_name else ["--python", python])]
-    return ["rssprobe", "run", *spec.with_(trim_at_end=True).argv(*options)]
 
 
 @dataclass
@@ -135,9 +124,7 @@ def build_request(s: Start) -> launch.RunRequest:
         names = "+".join(p.stem for p in o.patch_files)
         patch_label = names if patch_label == patchsets.BASELINE else f"{patch_label}+{names}"
     worker_python, env_name = envs.resolve_python(o.env_ref, o.python, log=say)
-    preflight.check_alloc_conf(scen.torch_alloc_conf, worker_python)  # before a directory (run, scale) is written
     argv = [*s.argv, "--env", env_name] if env_name and env_name not in s.argv else list(s.argv)
-    label = s.label or default_label(s, scen, patch_label)
-    return launch.RunRequest(scenario=scen, scenario_ref=s.spec.ref, label=label,
-                             patches=specs, allocator=o.allocator, malloc_env=dict(o.malloc_env), out=s.out,
-                             patch_files=list(o.patch_files), memray=s.memray, python=worker_python, command=argv)
+    return request.make(s.spec, request.varied(o, patches=specs), scen=scen,
+                        label=s.label or default_label(s, scen, patch_label), out=s.out,
+                        python=worker_python, memray=s.memray, argv=argv)

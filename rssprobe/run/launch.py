@@ -25,12 +25,13 @@ from .. import contract
 from ..config import hfconfig, overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
+from ..config.scenariospec import ScenarioSpec
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import claim, judgement, outputs, reader
 from ..store.rundir import RunDir
 from ..store.writer import now_iso, write_json_atomic
-from . import checkpoints, environment, host, launchranks, lifeline, nodewatch, opcache, preflight, scriptrun
+from . import checkpoints, environment, host, launcher, launchranks, lifeline, nodewatch, opcache, preflight, scriptrun
 from .deadline import Deadline, LogTail
 
 
@@ -47,6 +48,7 @@ class RunRequest:
     patch_files: list[Path] = field(default_factory=list)  # unified diffs against installed packages
     memray: bool = False  # native view: memray captures per phase (inflates RSS; see --memray)
     command: list[str] = field(default_factory=lambda: list(sys.argv))
+    spec: ScenarioSpec | None = None  # what the command asked for (its rerun command line: run/request.py)
 
 
 @dataclass
@@ -128,8 +130,9 @@ class Prepared:
     env: dict[str, str]
 
 
-def prepare(req: RunRequest) -> Prepared:
-    """Everything that can fail on bad input fails here, before any process starts."""
+def check(req: RunRequest) -> dict[str, str]:
+    """THE per-run preflight: everything that can refuse this run on bad input, before anything is made (a run's
+    prepare, and a campaign's every cell before its first: run/request.check_all); the worker's environment."""
     preflight.check_sites(req.scenario, req.patches, req.python, overlay=bool(req.patch_files))
     preflight.check_alloc_conf(req.scenario.torch_alloc_conf, req.python)
     other_python = None if req.python == sys.executable else req.python
@@ -143,7 +146,20 @@ def prepare(req: RunRequest) -> Prepared:
     env = _worker_env(req, torch_version, ds_version)
     preflight.check_native_pin(req.scenario, req.patches, env, ds_version)
     command = req.scenario.script.command if req.scenario.script is not None else None
-    ranks_env = launchranks.environment(command, _script_word(command)) if command else {}  # refused before a run dir
+    if command:  # a launcher that cannot start, or whose rank count cannot be read: now
+        launcher.resolve(command, env.get("PATH"))
+        launchranks.environment(command, _script_word(command))
+    return env
+
+
+def prepare(req: RunRequest) -> Prepared:
+    """Everything that can fail on bad input fails here, before any process starts."""
+    env = check(req)
+    command = req.scenario.script.command if req.scenario.script is not None else None
+    ranks_env = launchranks.environment(command, _script_word(command)) if command else {}
+    checkpoint = None
+    if req.scenario.model.kind == "transformers" and req.scenario.model.load == "checkpoint":
+        checkpoint = checkpoints.ensure(req.scenario, req.python)  # written once per shape, verified whole, now
     run_dir = RunDir.create(req.out, req.scenario.name, req.label)
     if req.scenario.script is not None and req.scenario.script.command:  # the user's launcher starts the ranks
         env = environment.launched(env, run_dir.path, req.scenario.script.path)
@@ -157,8 +173,8 @@ def prepare(req: RunRequest) -> Prepared:
     resolved = req.scenario.model_dump(mode="json")
     if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
         resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
-        if req.scenario.model.load == "checkpoint":  # written once per shape, loaded by every run
-            resolved["model"]["from_pretrained"]["path"] = str(checkpoints.ensure(req.scenario, req.python))
+        if checkpoint is not None:  # written once per shape, loaded by every run
+            resolved["model"]["from_pretrained"]["path"] = str(checkpoint)
     elif req.scenario.model.kind == "linear":
         resolved["model"]["layers"] = req.scenario.model.n_layers
     else:  # a script: its own model and DeepSpeed config
@@ -192,9 +208,15 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     lifeline.become_subreaper()  # an orphan the run leaves (a daemon of the user's script) comes back to us
     with os.fdopen(outputs.create(run_dir.path / contract.WORKER_LOG), "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
-        proc = subprocess.Popen(worker_command(req, run_dir, env["MASTER_PORT"]), env=env,
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
+        command = worker_command(req, run_dir, env["MASTER_PORT"])
+        try:
+            proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=lifeline.child_dies_with_me())
+        except (OSError, subprocess.SubprocessError) as e:  # checked in prepare; gone since (a race): failed, said
+            why = f"{command[0]} could not be started ({getattr(e, 'strerror', None) or e})"
+            run_dir.update_manifest(status=Status.FAILED, error=why, ended=now_iso())
+            run_dir.release()
+            raise UserError(f"{run_dir.path}: {why}") from None
         # timeout_s counts the run's own time: DeepSpeed's op builds are not counted (run/deadline.py)
         deadline = Deadline(req.scenario.timeout_s, Path(env["TORCH_EXTENSIONS_DIR"]))
         node = nodewatch.NodePeak()

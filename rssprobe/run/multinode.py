@@ -7,12 +7,14 @@ writes its own event stream there, and run/launch.collect concludes the run.
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 from ..config import patchsets
+from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..contract.environment import TORCH_ALLOC_CONF_ENV
-from . import environment, launch
+from . import environment, launch, request
 
 
 def prepare(spec: ScenarioSpec, out: Path, patched: bool, patches: list[str]) -> str:
@@ -20,8 +22,8 @@ def prepare(spec: ScenarioSpec, out: Path, patched: bool, patches: list[str]) ->
     scen = spec.load()
     world_size = scen.world_size
     label, specs = patchsets.resolve(scen, False, patched, patches)
-    prepared = launch.prepare(launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=label,
-                                                patches=specs, out=out))
+    prepared = launch.prepare(request.make(spec, RunOptions(patches=tuple(specs)), scen=scen, label=label, out=out,
+                                           argv=list(sys.argv)))
     env = prepared.env
     run_dir = shlex.quote(str(prepared.run_dir.path.resolve()))
     exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "TORCH_EXTENSIONS_DIR",

@@ -196,19 +196,27 @@ def pins_natively(patches: list[str], env: dict[str, str]) -> bool:
         env.get(contract.DS_PIN_BACKEND_ENV, "").strip().lower() == "native"
 
 
-def check_native_pin(scen: Scenario, patches: list[str], env: dict[str, str], ds_version: str,
+def check_patch_pair(patches: list[str], native: bool = False) -> None:
+    """UserError for interventions that replace one another: ds.native-pin (or the native backend, `native`) and
+    pin.register both decide how DeepSpeed pins. `run` and `estimate` refuse the pair alike."""
+    if (native or any(parse(spec)[0] == contract.NATIVE_PIN for spec in patches)) and \
+            any(parse(spec)[0] == contract.PIN_REGISTER for spec in patches):
+        raise UserError(f"{contract.NATIVE_PIN} and {contract.PIN_REGISTER} both replace how DeepSpeed pins (on "
+                        "CUDA pin.register would answer every pin call, the native backend none): give one")
+
+
+def check_native_pin(scen: Scenario, patches: list[str], env: dict[str, str], ds_version: str | None,
                      limit: int | bool | None = True) -> None:
     """UserError (one line) for a run that pins natively where it cannot: a DeepSpeed without the backend, or a
     lock limit below the most one rank's requests hold at once (each its own pages). mlock failing inside
     DeepSpeed's op aborts the worker (an assert on its null pointer) after minutes; here it is said first, with
     the `ulimit -l` that is needed. `limit` (bytes, None = unbounded) is for tests; a script's model is its own
-    and is not sized before it runs (its limit is not checked)."""
+    and is not sized before it runs (its limit is not checked); `ds_version` None: not known yet (a campaign cell
+    whose environment is built when it starts: its release is checked then)."""
     if not pins_natively(patches, env):
         return
-    if any(parse(spec)[0] == contract.PIN_REGISTER for spec in patches):
-        raise UserError(f"{contract.NATIVE_PIN} and {contract.PIN_REGISTER} both replace how DeepSpeed pins (on "
-                        "CUDA pin.register would answer every pin call, the native backend none): give one")
-    if torch_alloc_conf.release(ds_version) < NATIVE_PIN_SINCE:
+    check_patch_pair(patches, native=True)
+    if ds_version is not None and torch_alloc_conf.release(ds_version) < NATIVE_PIN_SINCE:
         raise UserError(f"{contract.NATIVE_PIN}: DeepSpeed {ds_version} has no native pinned backend "
                         "(DS_PIN_MEMORY_BACKEND=native, PR #8211, first in 0.19.6)")
     bound = lock_limit() if limit is True else limit

@@ -11,7 +11,9 @@ from ..run import envs
 
 def create(words: tuple[str, ...], pip: tuple[str, ...]) -> envs.Env:
     """Build (or reuse) the environment of a spec's words (torch==V deepspeed==V, deepspeed=PATH[@REV])."""
-    return envs.create(envs.EnvSpec.parse(words), pip, say)
+    spec = envs.EnvSpec.parse(words)
+    envs.check_pinned_libraries(words)  # a library range (transformers>=4) refused as an unpinned torch is
+    return envs.create(spec, pip, say)
 
 
 def listed() -> tuple[Path, list[dict[str, Any]]]:

@@ -278,7 +278,8 @@ def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
         proxy = PROXY[scen.model.kind]
         spec = dataclasses.replace(spec, ref=proxy, sets=user_sets("model."))
         cal_scen = spec.load()
-    sizes = list(req.calibration_params) if req.calibration_params else calibration_sizes(cal_scen)
+    sizes = scale.check_sizes(list(req.calibration_params), "--calibration-params " + ",".join(
+        f"{n:g}" for n in req.calibration_params)) if req.calibration_params else calibration_sizes(cal_scen)
     return Plan(spec, cal_scen, repeat, cal_ranks, steps, sizes, proxy)
 
 
@@ -332,15 +333,16 @@ def calibrate(req: Request, plan: Plan, key: dict[str, Any], patches: list[str])
     if stored is not None and stored != json.loads(json.dumps(key)):
         raise UserError(f"{home}: holds a calibration for another configuration; remove it or pass --fresh")
     finished = stored is not None and not req.fresh and _finished(directory)
+    options = dataclasses.replace(req.options, patches=tuple(patches), repeat=plan.repeat)
+    start = Start(spec=plan.spec, options=options, argv=req.argv)
     if not finished:
+        scale.preflight_sweep(plan.sizes, start)  # every size's per-run preflight, before its directory
         home.mkdir(parents=True, exist_ok=True)
         write_json_atomic(home / CALIBRATION_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "key": key,
                                                     "created": now_iso()})
         say(f"calibrating {plan.scen.name} on this machine: {len(plan.sizes)} sizes x {plan.repeat} run(s), "
             f"{plan.steps} steps each, {plan.ranks} rank(s), into {directory}")
-        options = dataclasses.replace(req.options, patches=tuple(patches), repeat=plan.repeat)
-        outcome = scale.sweep(plan.sizes, Start(spec=plan.spec, options=options, argv=req.argv), directory,
-                              req.fresh)
+        outcome = scale.sweep(plan.sizes, start, directory, req.fresh)
         if outcome.exit_code == contract.EXIT_INTERRUPTED:
             raise Stopped(f"calibration interrupted; rerun to resume it ({directory})", outcome.exit_code)
         if outcome.exit_code:
@@ -445,6 +447,7 @@ def run(req: Request) -> Estimate:
     ranks = q.ranks
     asked = list(req.options.patches)
     patchsets.resolve(scen, False, False, asked)  # an unknown intervention is refused as `run` refuses it
+    preflight.check_patch_pair(asked)  # and two that replace one another, as `run` refuses them
     patches = [p for p in asked if parse(p)[0] != PIN_REGISTER]  # pin.register cannot apply on the CPU
     why = partition.refusal(shape, partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision],
                                                      ranks * req.nodes, q.accelerator, {}))

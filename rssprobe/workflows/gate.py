@@ -8,6 +8,7 @@ The exit code is the verdict's, from rssprobe.verdicts (`git bisect run`'s readi
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..errors import UserError
 from ..run import group as groups
-from ..run import launch, preflight
+from ..run import launch, preflight, request
 from ..store import campaign, outputs
 
 
@@ -58,20 +59,20 @@ class GateResult:
         return verdicts.exit_code(self.verdict)
 
 
-def _group(g: GateRequest, scen: scenario.Scenario, ref: str, label: str, specs: list[str],
-           patch_files: list[Path] | None = None) -> Side:
-    req = launch.RunRequest(scenario=scen, scenario_ref=ref, label=label, patches=specs,
-                            allocator=g.options.allocator, malloc_env=dict(g.options.malloc_env),
-                            patch_files=list(patch_files or []))
-    group, _statuses = groups.run_group(req, g.options.runs)
-    return Side.load(str(group.path))
+def _side(g: GateRequest, spec: ScenarioSpec, scen: scenario.Scenario, label: str, specs: list[str],
+          patch_files: list[Path]) -> launch.RunRequest:
+    """One side's request: the gate's options with this side's patches and diffs (the command line it records is
+    the gate's)."""
+    return request.make(spec, request.varied(g.options, patches=specs, patch_files=tuple(patch_files)), scen=scen,
+                        label=label, argv=list(sys.argv))
 
 
-def _preflight(scen: scenario.Scenario, specs: list[str], patch_files: list[Path]) -> None:
+def _preflight(scen: scenario.Scenario, reqs: list[launch.RunRequest], patch_files: list[Path]) -> None:
+    """Every side's per-run preflight (run/request.check_all: sites, alloc conf, the native pin's lock limit, ...)
+    before the first side runs for minutes."""
     preflight.check_machine(scen)
-    preflight.check_alloc_conf(scen.torch_alloc_conf)
     overlay.read_diffs(patch_files)
-    preflight.check_sites(scen, specs, overlay=bool(patch_files))
+    request.check_all(reqs)
 
 
 def _against_limits(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
@@ -86,8 +87,10 @@ def _against_limits(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
             metrics.check(f"{g.limits}:", metric, scen)
         asked, files = list(g.options.patches), list(g.options.patch_files)
         label, specs = patchsets.resolve(scen, not (g.patched or asked), g.patched, asked)
-        _preflight(scen, specs, files)
-        side = _group(g, scen, spec.ref, label, specs, files)
+        req = _side(g, spec, scen, label, specs, files)
+        _preflight(scen, [req], files)
+        group, _statuses = groups.run_group(req, g.options.runs)
+        side = Side.load(str(group.path))
     else:
         raise UserError("gate --limits needs a SCENARIO to run or a --candidate run")
     verdict, checks, problems = check_limits(side, ceilings)
@@ -126,11 +129,9 @@ def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
         label, specs = patchsets.resolve(scen, False, use_set, asked)
         if diffs:
             label = "+".join([*([label] if specs else []), *(p.stem for p in diffs)])
-        _preflight(scen, specs, diffs)  # both sides, before the baseline runs for minutes
-        reqs = [launch.RunRequest(scenario=scen, scenario_ref=spec.ref, label=name, patches=patches,
-                                  allocator=g.options.allocator, malloc_env=dict(g.options.malloc_env),
-                                  patch_files=files)
+        reqs = [_side(g, spec, scen, name, patches, files)
                 for name, patches, files in ((patchsets.BASELINE, [], []), (label, specs, diffs))]
+        _preflight(scen, reqs, diffs)  # both sides, before the baseline runs for minutes
         # measured alternately, run by run: drift of the machine must not pass for a difference
         (base, _), (cand, _) = groups.run_groups(reqs, g.options.runs)
         a, b = Side.load(str(base.path)), Side.load(str(cand.path))

@@ -15,8 +15,7 @@ from typing import Any
 from ...analysis import stats
 from ...analysis.compare import Side
 from ...log import say
-from ...run import envs, host, launch
-from ...run import group as groups
+from ...run import envs, host
 from ...store import outputs
 from ...store.rundir import GroupDir
 from ..matrix import Outcome
@@ -46,11 +45,7 @@ def bisect_commits(runner: Runner, src: Path, good: str, bad: str, torch: str | 
     else:  # against the good revision's figure: a significant increase is bad
         env = envs.create(envs.EnvSpec.parse([f"torch=={torch}", f"deepspeed={src}@{good_c}"]), pip, say)
         if not GroupDir.is_group(runs / good_c):
-            argv = groups.rerun_argv(spec, [], repeat, runs / good_c, env.name, env.python,
-                                     malloc_env=runner.malloc_env)
-            req = launch.RunRequest(scenario=runner.scen, scenario_ref=spec.ref, label=good_c[:10], python=env.python,
-                                    out=runs / good_c, malloc_env=runner.malloc_env, command=argv)
-            rounds.run_group(req, repeat)
+            rounds.run_group(runner.request(good_c[:10], [], env.python, runs / good_c, env.name), repeat)
         check = ["--reference", str(runs / good_c), "--metric", metric, "--threshold", str(runner.threshold),
                  "--alpha", str(runner.alpha)]
     script = git.step_script(runner.root / "step.sh", rssprobe=[sys.executable, "-m", "rssprobe"], cwd=Path.cwd(),

@@ -17,11 +17,12 @@ from ...analysis import answers, metrics, stats
 from ...analysis.compare import Side, compare
 from ...analysis.summary import summarise
 from ...config import scenario
+from ...config.runoptions import RunOptions
 from ...config.scenariospec import ScenarioSpec
 from ...errors import UserError
 from ...log import say
 from ...run import group as groups
-from ...run import launch
+from ...run import launch, request
 from ...store import layout
 from ...store.rundir import GroupDir
 from ...store.writer import write_json_atomic
@@ -81,10 +82,7 @@ class Runner:
         rel = f"{key}/{layout.bisect_round(len(rounds) + 1)}"
 
         def start(out: Path) -> tuple[launch.RunRequest, dict[str, Any]]:
-            argv = groups.rerun_argv(self.spec, patches, self.repeat, out, python[1], python[0],
-                                     malloc_env=self.malloc_env)
-            return launch.RunRequest(scenario=self.scen, scenario_ref=self.spec.ref, label=label, patches=patches,
-                                     malloc_env=self.malloc_env, python=python[0], out=out, command=argv), {}
+            return self.request(label, patches, python[0], out, python[1]), {}
 
         self.campaign.add_entry(rel)
         self.campaign.run_cells([Cell(rel, self.repeat, f"{label}, round {len(rounds) + 1}", start)], "bisect",
@@ -92,6 +90,14 @@ class Runner:
         if not GroupDir.is_group(self.root / rel):  # the round could not start: the search cannot go on
             raise UserError(str(self.campaign.entry(rel).get("error") or f"{rel}: no runs"))
         rounds.append(self.root / rel)
+
+    def request(self, label: str, patches: list[str], python: str, out: Path | None = None,
+                env_name: str | None = None) -> launch.RunRequest:
+        """One round's request: the bisect's scenario, repeat and glibc knobs with this configuration's patches,
+        in `python` (an environment's: `env_name`)."""
+        options = RunOptions(patches=tuple(patches), malloc_env=dict(self.malloc_env), repeat=self.repeat)
+        return request.make(self.spec, options, scen=self.scen, label=label, out=out, python=python,
+                            env_name=env_name)
 
     def side(self, key: str) -> Side:
         runs = [r for g in self.groups[key] for r in GroupDir(g).runs()]

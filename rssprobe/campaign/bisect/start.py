@@ -12,7 +12,7 @@ from ...config.scenariospec import ScenarioSpec
 from ...contract.glibc import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
-from ...run import envs, host, preflight
+from ...run import envs, host, preflight, request
 from ...store import layout, outputs
 from ..matrix import Outcome
 from . import git
@@ -54,9 +54,12 @@ def bisect(b: BisectRequest) -> Outcome:
         outputs.note(b.deepspeed_src)
     scen = b.spec.with_(trim_at_end=True).load()
     preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
-    ds, torch = b.deepspeed, b.torch
-    envs.check_versions("--deepspeed", ds)
-    envs.check_versions("--torch", torch)
+    ds, torch = envs.axis_values("--deepspeed", b.deepspeed), envs.axis_values("--torch", b.torch)
+    libraries = {name: envs.axis_values(f"--{name}", getattr(b, name)) for name in envs.LIBRARIES}
+    if b.components is not None and any(libraries.values()):
+        given = next(name for name, values in libraries.items() if values)
+        raise UserError(f"--{given} beside --components: a components bisect runs one environment (--env or "
+                        "--python); bisect the versions on their own")
     preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(torch) or [None], b.options.python)
     if b.components is not None:
         components(b.components)  # an empty or unknown set fails before any note or run
@@ -68,6 +71,12 @@ def bisect(b: BisectRequest) -> Outcome:
             raise UserError(f"--limits {b.limits} and --limit {b.limit:g}: give one ceiling source")
         for name in load_limits(b.limits):
             metrics.check(f"{b.limits}:", name, scen)
+
+    # every round's per-run preflight that needs no Python of its own (each round's environment is built when it
+    # starts): the native pin's pair, DeepSpeed release and lock limit, with every component applied
+    applied = tuple(components(b.components)) if b.components else ()
+    base = request.make(b.spec, RunOptions(patches=applied), scen=scen, label="bisect")
+    request.check_all(request.Planned(base, built=False, deepspeed=v) for v in (ds or [None]))
 
     def runner(root: Path) -> Runner:
         return Runner(root, scen, b.spec, b.options.runs, b.metric, b.threshold, b.alpha,
@@ -91,11 +100,6 @@ def bisect(b: BisectRequest) -> Outcome:
         r = runner(b.out or layout.bisect_root() / name)
         r.open({"mode": "components", "components": b.components, "python": worker[0]}, b.fresh)
         return bisect_components(r, b.components, worker, b.retries)
-    libraries = {"transformers": b.transformers, "accelerate": b.accelerate}
-    for name, given in libraries.items():
-        envs.check_versions(f"--{name}", given)
-        for value in given:
-            envs.library_requirement(name, value)  # a clone that is not there: refused before any run
     lists = [name for name, given in (("deepspeed", ds), ("torch", torch), *libraries.items()) if len(given) > 1]
     if lists:
         if len(lists) > 1:

@@ -14,7 +14,16 @@ resolve: which Python --env/--python/--torch/--deepspeed mean.
 from ...store.layout import envs_root
 from .build import create
 from .resolve import for_versions, resolve_python
-from .spec import LIBRARIES, EnvSpec, Source, check_versions, library_extras, library_requirement
+from .spec import (
+           LIBRARIES,
+           EnvSpec,
+           Source,
+           axis_values,
+           check_pinned_libraries,
+           check_versions,
+           library_extras,
+           library_requirement,
+)
 from .store import MARKER, Env, find, list_envs, remove
 
 __all__ = [
@@ -23,6 +32,8 @@ __all__ = [
            "Env",
            "EnvSpec",
            "Source",
+           "axis_values",
+           "check_pinned_libraries",
            "check_versions",
            "create",
            "envs_root",

@@ -10,7 +10,7 @@ from ...errors import UserError
 from ...store.layout import envs_root
 from .. import host
 from .build import Log, create
-from .spec import EnvSpec
+from .spec import EnvSpec, check_pinned_libraries
 from .store import find, is_name
 
 
@@ -31,7 +31,9 @@ def resolve_python(env: str | None, python: str | None, pip_options: tuple[str, 
                 raise UserError(f"--env {env}: no environment of that name under {envs_root()}; give a spec "
                                 "such as 'torch==2.13.0 deepspeed==0.19.8' (see `rssprobe env list`)")
         else:
-            found = create(EnvSpec.parse([env]), pip_options, log)
+            spec = EnvSpec.parse([env])
+            check_pinned_libraries([env])  # typed by a person: a library range is refused, as in env create
+            found = create(spec, pip_options, log)
         found.info()  # a damaged marker is one line, here
         return found.check_python(), found.name
     return sys.executable, None

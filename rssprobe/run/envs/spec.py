@@ -84,6 +84,19 @@ class EnvSpec:
         return name
 
 
+def check_pinned_libraries(words: list[str] | tuple[str, ...]) -> None:
+    """An env spec a person typed (env create, --env): a library axis (transformers, accelerate) pinned as torch and
+    DeepSpeed are, or a local clone; a range (transformers>=4) would install whatever is newest that day, under a
+    name that does not say which."""
+    for word in (w for item in words for w in item.split()):
+        try:
+            req = Requirement(word)
+        except InvalidRequirement:
+            continue  # EnvSpec.parse names it
+        if req.name.lower() in LIBRARIES and not req.url and req.specifier:
+            _pinned(req, word)
+
+
 def _pinned_library(extra: str) -> tuple[str | None, str | None]:
     """('tf', '4.51.3') for 'transformers==4.51.3' (a version axis with a short name); (None, None) otherwise."""
     try:
@@ -106,6 +119,42 @@ def library_requirement(name: str, value: str) -> str:
     if not where.is_dir():
         raise UserError(f"--{name} {value}: {where} is not a directory (a local clone of {name})")
     return f"{name}@git+file://{where}@{rev}" if rev else f"{name}@file://{where}"
+
+
+def check_clone(name: str, value: str) -> None:
+    """A library axis's local clone as a campaign takes it: a checkout of a Python project (pyproject.toml,
+    setup.py or setup.cfg) and, with @REV, a revision its git knows; one line otherwise, before any environment
+    (pip would fail on it minutes later, inside the first cell)."""
+    library_requirement(name, value)
+    path, _, rev = value.partition("@")
+    where = Path(path).expanduser().resolve()
+    if not any((where / f).is_file() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+        raise UserError(f"--{name} {value}: {where} is not a checkout of {name} (no pyproject.toml or setup.py)")
+    if rev:
+        out = subprocess.run(["git", "-C", str(where), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                             capture_output=True, text=True)
+        if out.returncode != 0 or not out.stdout.strip():
+            raise UserError(f"--{name} {value}: {rev} is not a revision of a git checkout at {where}")
+
+
+def axis_values(flag: str, given: list[str] | tuple[str, ...]) -> list[str]:
+    """THE parser of a version axis (--torch, --deepspeed, --transformers, --accelerate; repeatable, each
+    comma-separated): every value once, none empty, each a release or a PATH[@REV] (check_versions); a library's
+    clone checked where it is (library_requirement). One line, before any environment or run."""
+    values: list[str] = []
+    for text in given:
+        for item in text.split(","):
+            value = item.strip()
+            if not value or any(c.isspace() for c in value):
+                raise UserError(f"{flag} {text!r}: an empty value or a space in one (V1,V2,...)")
+            values.append(value)
+    check_versions(flag, values)
+    name = flag.lstrip("-")
+    if name in LIBRARIES:
+        for value in values:
+            if "/" in value:
+                check_clone(name, value)
+    return values
 
 
 def library_extras(transformers: str | None, accelerate: str | None, this_accelerate: str | None) -> tuple[str, ...]:
@@ -140,7 +189,8 @@ def _pinned(req: Requirement, word: str) -> str:
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
         hint = " (an unpinned torch pulls a multi-GB CUDA build)" if req.name.lower() == "torch" else ""
-        raise UserError(f"env spec {word}: pin an exact version, e.g. {req.name}==2.13.0{hint}")
+        example = {"torch": "2.13.0", "deepspeed": "0.19.8", "transformers": "4.51.3"}.get(req.name.lower(), "VERSION")
+        raise UserError(f"env spec {word}: pin an exact version, e.g. {req.name}=={example}{hint}")
     return specs[0].version
 
 
