@@ -95,6 +95,28 @@ def group(original: Path, dest: Path, repeat: int = 3, **info: Any) -> Path:
     return dest
 
 
+def another(original: Path, dest: Path) -> Path:
+    """A copy of a run that reads as another run with the same figures: its manifest's start a year earlier. A copy
+    alone is the same run (diff and gate say so and decide nothing, exit 125); a side compared with a different
+    one is what the verdict tests below need."""
+    copy(original, dest)
+    manifest = dest / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["started"] = f"{int(m['started'][:4]) - 1}{m['started'][4:]}"
+    manifest.write_text(json.dumps(m))
+    return dest
+
+
+def other_group(original: Path, dest: Path, repeat: int = 3) -> Path:
+    """A group of `another` copies: compared with `group`'s, not the same runs."""
+    g = group(original, dest, repeat)
+    for i in range(1, repeat + 1):
+        run = g / f"run-{i:02d}"
+        shutil.rmtree(run)
+        another(original, run)
+    return g
+
+
 def sweep(original: Path, dest: Path) -> Path:
     """A scale directory of two sizes (the same run twice, named as two sizes: enough to load and check)."""
     dest.mkdir(parents=True)
@@ -205,10 +227,11 @@ def test_a_side_that_cannot_be_read_is_undecided_never_good(original: Path, tmp_
 @pytest.mark.worker
 def test_the_controls_pass(original: Path, tmp_path: Path) -> None:
     """The same commands on undamaged copies: ok, and exit 0 (so 125 above is the damage's doing)."""
-    run, g = copy(original, tmp_path / "run"), group(original, tmp_path / "g")
+    run, g = another(original, tmp_path / "run"), group(original, tmp_path / "g")
+    g2 = other_group(original, tmp_path / "g2")
     limits = tmp_path / "limits.toml"
     limits.write_text('[limits]\n"budget.live" = 1000.0\n')
-    for args in (["diff", str(original), str(run)], ["gate", "--reference", str(g), "--candidate", str(g)],
+    for args in (["diff", str(original), str(run)], ["gate", "--reference", str(g), "--candidate", str(g2)],
                  ["gate", "--candidate", str(g), "--limits", str(limits)]):
         assert cli(*args).code == 0, args
     assert "3 of 3 runs finished" in cli("show", str(g)).stdout
@@ -391,7 +414,7 @@ def test_an_optional_output_that_cannot_be_written_keeps_the_verdict(original: P
                                                                      limit: int | None) -> None:
     env = {k: v.replace("{dir}", str(tmp_path)) for k, v in env.items()}
     extra = [a.replace("{dir}", str(tmp_path)) for a in extra]
-    for candidate, code in ((original, 0), (copy(original, tmp_path / "cut"), 125)):
+    for candidate, code in ((another(original, tmp_path / "other"), 0), (another(original, tmp_path / "cut"), 125)):
         if code == 125:
             cut(candidate / "steps.parquet")
         args = ("gate", "--reference", str(original), "--candidate", str(candidate), *extra)
@@ -806,12 +829,12 @@ def test_scale_accepts_trim_at_end_and_says_it_always_trims(tmp_path: Path) -> N
 
 @pytest.mark.worker
 def test_a_report_of_two_runs_leads_with_what_diff_says(original: Path, tmp_path: Path) -> None:
-    other = copy(original, tmp_path / "other")
+    other = copy(original, tmp_path / "elsewhere" / original.name)
     out = tmp_path / "r"
     assert cli("report", str(original), str(other), "--out", str(out)).code == 0
     page = (out / "report.html").read_text()
     assert page.index("Key figures: B against A") < page.index("<h2>Charts") < page.index("<h2>Runs")
-    # a copy of a run is the same run (same id and start time): the answer says so, first
+    # a copy of a run elsewhere is the same run (same id, start time and label): the answer says so, first
     assert "A and B are the same runs" in page and "Key figures" in page
     md = (out / "report.md").read_text()
     assert md.index("A and B are the same runs") < md.index("## Charts")

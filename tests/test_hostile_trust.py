@@ -36,7 +36,7 @@ from rssprobe.errors import UserError
 from rssprobe.store import claim, outputs
 from rssprobe.store.rundir import RunDir
 
-from .test_hostile_classes import _arguments, _roots, cli, copy, group, sub, sweep
+from .test_hostile_classes import _arguments, _roots, cli, copy, group, other_group, sub, sweep
 
 worker = pytest.mark.worker  # reads conftest's shared tiny run, which trains once per session
 
@@ -216,7 +216,7 @@ NO_HANG: list[tuple[str, dict[str, str], list[str], dict[str, str], int, str]] =
      "is a character device"),
     ("html-fifo", {"r.html": "fifo"}, ["report", "{g}", "--html", "{w}/r.html"], {}, 2, "is a FIFO"),
     ("report-md-fifo", {"out/report.md": "fifo"}, ["report", "{g}", "--out", "{w}/out"], {}, 2, "is a FIFO"),
-    ("summary-fifo", {"sum.md": "fifo"}, ["gate", "--reference", "{g}", "--candidate", "{g}"],
+    ("summary-fifo", {"sum.md": "fifo"}, ["gate", "--reference", "{g}", "--candidate", "{g2}"],
      {"GITHUB_STEP_SUMMARY": "{w}/sum.md"}, 0, "is a FIFO"),
     ("claim-fifo-run", {"D/.rssprobe-claim": "fifo"}, ["run", "tiny", "--out", "{w}/D"], {}, 2, "is a FIFO"),
     ("claim-fifo-report", {"D/.rssprobe-claim": "fifo"}, ["report", "{g}", "--out", "{w}/D"], {}, 2, "is a FIFO"),
@@ -244,10 +244,10 @@ def test_nothing_blocks_on_a_fifo_or_reads_a_device(original: Path, tmp_path: Pa
                                                     fragment: str) -> None:
     w = tmp_path / "w"
     w.mkdir()
-    g = group(original, tmp_path / "g")
+    g, g2 = group(original, tmp_path / "g"), other_group(original, tmp_path / "g2")
     _make(w, files)
     before = snapshot(g)
-    got = sub(*[a.replace("{w}", str(w)).replace("{g}", str(g)) for a in args],
+    got = sub(*[a.replace("{w}", str(w)).replace("{g2}", str(g2)).replace("{g}", str(g)) for a in args],
               env={**_roots(tmp_path), **{k: v.replace("{w}", str(w)) for k, v in env.items()}}, timeout=120)
     assert got.code == code and fragment in got.one_line(), (got.code, got.stderr)
     assert snapshot(g) == before

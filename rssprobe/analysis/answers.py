@@ -233,8 +233,9 @@ def comparison(r: dict[str, Any], gate_first: bool = False) -> list[str]:
 def _comparison(r: dict[str, Any]) -> list[str]:
     a, b = side_name(r["a"]), side_name(r["b"])
     if r.get("same_runs"):
-        return [f"A and B are the same runs ({r['a']['name']}, {r['a']['runs']} runs): comparing runs with themselves "
-                "shows nothing; compare against other runs.", gate_sentence(r)]
+        n = r["a"]["runs"]
+        return [f"A and B are the same runs ({r['a']['name']}, {n} run{'' if n == 1 else 's'}): comparing runs with "
+                "themselves shows nothing; compare against other runs.", gate_sentence(r)]
     lead = lead_sentence(r)
     if r["problems"] or lead is None:
         out = [f"Undecided whether {b} changes host memory against {a}: {undecided_reason(r)}."]
