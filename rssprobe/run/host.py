@@ -20,7 +20,7 @@ from .ask import ask
 
 __all__ = ["ALLOCATORS", "allocator_library", "cache_root", "cpu_key", "cpu_model", "facts", "file_bytes",
            "find_library", "git_revision", "is_rssprobe_env", "ops_cache_dir", "package_version",
-           "remove_deepspeed_shm", "unmapped_deepspeed_shm"]
+           "remove_deepspeed_shm", "shared_ops_dir", "unmapped_deepspeed_shm"]
 
 
 def cpu_model() -> str:
@@ -58,6 +58,11 @@ def ops_cache_dir(python: str, torch_version: str, deepspeed_version: str) -> Pa
         return prefix / ENV_OPS / name
     env = hashlib.sha1(str(prefix).encode()).hexdigest()[:8]
     return cache_root() / "torch_extensions" / f"{name}-env{env}"
+
+
+def shared_ops_dir() -> Path:
+    """DeepSpeed ops any environment of the same build key loads instead of compiling (worker/opreuse.py)."""
+    return cache_root() / "torch_extensions" / "shared"
 
 
 def package_version(name: str, python: str | None = None) -> str | None:

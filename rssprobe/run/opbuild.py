@@ -23,12 +23,15 @@ from collections.abc import Callable
 
 from . import environment, host
 
-# the op's name in the cache -> how DeepSpeed builds and loads it on the CPU accelerator (the worker's own calls:
-# worker/training.py's deepspeed.init_distributed() for shm_comm, CPUAdamBuilder().load())
+# the op's name in the cache -> how the worker loads it on the CPU accelerator (worker/training.py, through
+# worker/opreuse.py: a library of the same build key, built by another environment, is loaded instead of compiled;
+# one built here is kept for the others)
 OPS = {
-    "cpu_adam": "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()",
-    "deepspeed_shm_comm": ("from deepspeed.accelerator import get_accelerator; "
-                           "get_accelerator().create_op_builder('ShareMemCommBuilder').load()"),
+    "cpu_adam": ("from rssprobe.worker import opreuse; from deepspeed.ops.op_builder import CPUAdamBuilder; "
+                 "print('cpu_adam', opreuse.load(CPUAdamBuilder()))"),
+    "deepspeed_shm_comm": ("from rssprobe.worker import opreuse; from deepspeed.accelerator import get_accelerator; "
+                           "print('deepspeed_shm_comm', "
+                           "opreuse.load(get_accelerator().create_op_builder('ShareMemCommBuilder')))"),
 }
 
 
