@@ -127,3 +127,10 @@ def test_another_environment_path_loads_the_ops_without_compiling(tmp_path: Path
     second = _load(str(other / "bin" / Path(sys.executable).name), ops, shared)
     assert "cpu_adam: reused" in second and "compiling" not in second and "stepped: True" in second, second
     assert not (ops / "cpu_adam").exists()
+
+
+def test_doctor_counts_the_shared_ops_of_its_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RSSPROBE_CACHE", str(tmp_path / "cache"))
+    _kept(host.shared_ops_dir(), PARTS)
+    assert host.shared_ops("2.13.0+cpu", "0.19.8") == ["cpu_adam"]
+    assert host.shared_ops("2.13.0+cpu", "0.19.9") == [] and host.shared_ops("2.14.1", "0.19.8") == []

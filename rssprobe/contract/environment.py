@@ -14,3 +14,4 @@ RANKS_ENV = "PYTHON_RSSPROBE_RANKS"
 # the directory of DeepSpeed ops built once and loaded by every environment of the same build key
 # (worker/opreuse.py); empty: each environment builds its own
 SHARED_OPS_ENV = "RSSPROBE_SHARED_OPS"
+SHARED_OPS_PARTS = "parts.json"  # beside each shared library: its build key's parts (op, torch, deepspeed, ...)

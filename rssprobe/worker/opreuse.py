@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract.environment import SHARED_OPS_ENV
-
-PARTS = "parts.json"
+from ..contract.environment import SHARED_OPS_PARTS as PARTS
 
 
 def _cpu() -> str:
