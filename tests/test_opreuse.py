@@ -18,13 +18,14 @@ from rssprobe.worker import opreuse
 PARTS = {
     "op": "cpu_adam", "sources": "35" * 32, "includes": "b4" * 32,
     "cxx_args": ["-O3", "-g", "-Wno-reorder", "-march=native", "-fopenmp", "-D__AVX512__", "-UC10_USE_GLOG"],
-    "ldflags": [], "compiler": "c++ (Debian 12.2.0-14+deb12u1) 12.2.0", "cpu": "71" * 20, "python": "cpython-311",
+    "ldflags": [], "compiler": "c++ (Debian 12.2.0-14+deb12u1) 12.2.0", "cpu": "71" * 20, "libc": "glibc-2.36",
+    "python": "cpython-311",
     "torch": ["2.13.0+cpu", "cf30153c4c131c8164ee7798e5022d810682e2cb", "True"], "deepspeed": "0.19.8",
 }
 CHANGED = {  # one differing value per part: each must build, not reuse
     "op": "deepspeed_shm_comm", "sources": "36" * 32, "includes": "b5" * 32,
     "cxx_args": [*PARTS["cxx_args"][:-2], "-D__AVX256__", "-UC10_USE_GLOG"], "ldflags": ["-lcurand"],
-    "compiler": "c++ (Debian 13.1.0-1) 13.1.0", "cpu": "72" * 20, "python": "cpython-312",
+    "compiler": "c++ (Debian 13.1.0-1) 13.1.0", "cpu": "72" * 20, "libc": "glibc-2.41", "python": "cpython-312",
     "torch": ["2.13.0+cpu", "cf30153c4c131c8164ee7798e5022d810682e2cb", "False"], "deepspeed": "0.19.9",
 }
 

@@ -53,6 +53,9 @@ def ops_cache_dir(python: str, torch_version: str, deepspeed_version: str) -> Pa
     An rssprobe environment keeps its ops inside itself, so that the path from the build
     directory to the environment's sources is the same in every environment: the compiler
     cache (run/compilecache.py) then sees the same relative paths and reuses the compiled objects.
+    Not keyed by the prefix's realpath: a venv reached through a symlink names its sources by that path, so
+    one directory for both would make ninja rebuild at each switch. Any environment loads a library of the
+    same build key from shared_ops_dir() instead of building it (worker/opreuse.py).
     """
     prefix = Path(python).absolute().parent.parent
     name = f"torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}"

@@ -8,13 +8,15 @@ same venv reached through another path, compiled cpu_adam and deepspeed_shm_comm
 Here an op's library is also kept in a shared directory (RSSPROBE_SHARED_OPS), under a key of everything the
 build depends on: the op's name, the contents of its sources and of every file under its include directories,
 its compile and link flags as DeepSpeed computes them here (-march=native, SIMD width), the compiler's
-`--version`, the CPU (model and flags), Python's version and ABI, torch's version, git revision and C++ ABI,
-DeepSpeed's version. An environment whose key matches imports that library directly (as torch's own loader
+`--version`, the CPU (model and flags), the C library, Python's version and ABI, torch's version, git revision
+and C++ ABI, DeepSpeed's version. An environment whose key matches imports that library directly (as torch's own loader
 does) and registers it as DeepSpeed's loaded op, so neither torch's JIT build nor ninja nor a compiler runs;
 any difference in any part is another key, and the op is built as before (then kept under its own key). The
 parts are stored beside the library and compared whole, so a key is never trusted on its hash alone.
 
-Loaded in the worker (and by run/opbuild's ahead-of-time build); torch and DeepSpeed are imported by the caller.
+CPU op builders only (the CPU accelerator's); a CUDA build, or a builder whose parts cannot be read, builds as
+before. Loaded in the worker (and by run/opbuild's ahead-of-time build); torch and DeepSpeed are imported by the
+caller.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -72,25 +75,39 @@ def compiler() -> str:
 
 
 def key_parts(builder: Any) -> dict[str, Any]:
-    """Everything the op's library depends on, as DeepSpeed's jit_load would build it in this process."""
+    """Everything the op's library depends on, as DeepSpeed's jit_load would build it in this process (its flags
+    asked in jit mode, as jit_load does). Only the CPU builders: a CUDA builder's build also depends on the GPU
+    architectures and nvcc (not keyed here), so it builds as before."""
     import deepspeed
     import torch
 
     sources = [os.path.abspath(builder.deepspeed_src_path(p)) for p in builder.strip_empty_entries(builder.sources())]
     includes = [os.path.abspath(builder.deepspeed_src_path(p))
                 for p in builder.strip_empty_entries(builder.include_paths())]
+    saved, builder.jit_mode = builder.jit_mode, True
+    try:
+        cxx_args = [*builder.strip_empty_entries(builder.cxx_args()), "-UC10_USE_GLOG"]
+        ldflags = builder.strip_empty_entries(builder.extra_ldflags())
+    finally:
+        builder.jit_mode = saved
     return {
         "op": builder.name,
         "sources": files_digest(sources),
         "includes": files_digest(includes),
-        "cxx_args": [*builder.strip_empty_entries(builder.cxx_args()), "-UC10_USE_GLOG"],
-        "ldflags": builder.strip_empty_entries(builder.extra_ldflags()),
+        "cxx_args": cxx_args,
+        "ldflags": ldflags,
         "compiler": compiler(),
         "cpu": _cpu(),
+        "libc": "-".join(platform.libc_ver()),
         "python": f"{sys.implementation.cache_tag}{sys.abiflags}",
         "torch": [torch.__version__, str(torch.version.git_version), str(torch.compiled_with_cxx11_abi())],
         "deepspeed": deepspeed.__version__,
     }
+
+
+def shareable(builder: Any) -> bool:
+    """A CPU builder: a CUDA one's build also depends on the GPU architectures and nvcc, not keyed here."""
+    return not any(c.__name__ == "CUDAOpBuilder" for c in type(builder).__mro__)
 
 
 def key(parts: dict[str, Any]) -> str:
@@ -165,7 +182,7 @@ def load(builder: Any, on_compile: Callable[[str], None] | None = None) -> str:
     owner = next((c for c in type(builder).__mro__ if "_loaded_ops" in vars(c)), None)
     if owner is not None and builder.name in owner._loaded_ops:
         return "already"
-    root = shared_root()
+    root = shared_root() if shareable(builder) else None
     parts = None
     if root is not None:
         try:
@@ -178,7 +195,7 @@ def load(builder: Any, on_compile: Callable[[str], None] | None = None) -> str:
                     print(f"rssprobe: {builder.name} reused from {library} (same sources, flags, compiler, "
                           "torch and DeepSpeed: not compiled)", file=sys.stderr, flush=True)
                     return "reused"
-            except Exception as e:  # a builder this module cannot read builds as before
+            except Exception as e:  # a library that does not import or register: built instead
                 print(f"rssprobe: {library} did not load ({type(e).__name__}: {e}); building", file=sys.stderr)
     if on_compile is not None and not built_here(builder.name).is_file():
         on_compile(builder.name)
