@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..contract.environment import SHARED_OPS_ENV
 from . import environment, host
 
 # the op's name in the cache -> how the worker loads it on the CPU accelerator (worker/training.py, through
@@ -45,15 +46,18 @@ def build(python: str, say: Callable[[str], None] = print) -> bool:
     started = time.monotonic()
     procs = {op: subprocess.Popen([python, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True) for op, code in OPS.items()}
-    ok = True
+    ok, how = True, []
     for op, proc in procs.items():
         out, _ = proc.communicate()
         if proc.returncode != 0:
             ok = False
             say(f"rssprobe opbuild: {op} did not build (exit {proc.returncode}): "
                 f"{(out.strip().splitlines() or ['no output'])[-1][:300]}")
-    say(f"rssprobe opbuild: {', '.join(OPS)} {'ready' if ok else 'not all ready'} in "
-        f"{env['TORCH_EXTENSIONS_DIR']} ({time.monotonic() - started:.0f} s)")
+        else:  # "cpu_adam reused" (from the shared directory, not compiled) or "cpu_adam loaded" (built here)
+            how.append(next((line for line in reversed(out.splitlines()) if line.startswith(f"{op} ")), op))
+    say(f"rssprobe opbuild: {', '.join(how) or 'nothing'} {'ready' if ok else 'not all ready'} "
+        f"(own build directory: {env['TORCH_EXTENSIONS_DIR']}; shared: {env.get(SHARED_OPS_ENV) or 'off'}) "
+        f"({time.monotonic() - started:.0f} s)")
     return ok
 
 
