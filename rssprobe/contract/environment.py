@@ -11,3 +11,7 @@ TORCH_ALLOC_CONF_NEWER_ENV = "PYTORCH_ALLOC_CONF"
 # "N LAUNCHER": the ranks the user's launch command asks for and the launcher that was asked (contract/ranks.py;
 # PYTHON-prefixed: DeepSpeed's launcher forwards such variables to other nodes)
 RANKS_ENV = "PYTHON_RSSPROBE_RANKS"
+# the directory of DeepSpeed ops built once and loaded by every environment of the same build key
+# (worker/opreuse.py); empty: each environment builds its own
+SHARED_OPS_ENV = "RSSPROBE_SHARED_OPS"
+SHARED_OPS_PARTS = "parts.json"  # beside each shared library: its build key's parts (op, torch, deepspeed, ...)

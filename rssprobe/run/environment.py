@@ -16,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from ..contract.environment import ORCHESTRATOR_ENV, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
+from ..contract.environment import ORCHESTRATOR_ENV, SHARED_OPS_ENV, TORCH_ALLOC_CONF_ENV, TORCH_ALLOC_CONF_NEWER_ENV
 from . import compilecache, host
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the directory that holds this rssprobe package
@@ -73,6 +73,7 @@ def worker(python: str, world_size: int, allocator: str, malloc_env: dict[str, s
     """Everything one run's worker (or torchrun and its ranks) gets; `hub_offline` for a transformers model."""
     env = base(python)
     env["TORCH_EXTENSIONS_DIR"] = str(host.ops_cache_dir(python, torch_version, ds_version))
+    env.setdefault(SHARED_OPS_ENV, str(host.shared_ops_dir()))  # set empty by the user: no reuse
     env[ORCHESTRATOR_ENV] = str(os.getpid())  # the worker's parent-death check (contract.die_with_parent)
     # ranks on this node, as DeepSpeed's own launcher exports it: without it DeepSpeed 0.15.x's CPU accelerator
     # counts devices by running `numactl` (often absent); torchrun passes it on to every rank

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -14,13 +15,14 @@ from typing import Any
 
 from ..config.allocators import ALLOCATORS
 from ..contract.answers import VERSION_ANSWER
+from ..contract.environment import SHARED_OPS_PARTS
 from ..errors import UserError
 from ..store.layout import ENV_OPS, cache_root, is_rssprobe_env
 from .ask import ask
 
 __all__ = ["ALLOCATORS", "allocator_library", "cache_root", "cpu_key", "cpu_model", "facts", "file_bytes",
            "find_library", "git_revision", "is_rssprobe_env", "ops_cache_dir", "package_version",
-           "remove_deepspeed_shm", "unmapped_deepspeed_shm"]
+           "remove_deepspeed_shm", "shared_ops", "shared_ops_dir", "unmapped_deepspeed_shm"]
 
 
 def cpu_model() -> str:
@@ -51,6 +53,9 @@ def ops_cache_dir(python: str, torch_version: str, deepspeed_version: str) -> Pa
     An rssprobe environment keeps its ops inside itself, so that the path from the build
     directory to the environment's sources is the same in every environment: the compiler
     cache (run/compilecache.py) then sees the same relative paths and reuses the compiled objects.
+    Not keyed by the prefix's realpath: a venv reached through a symlink names its sources by that path, so
+    one directory for both would make ninja rebuild at each switch. Any environment loads a library of the
+    same build key from shared_ops_dir() instead of building it (worker/opreuse.py).
     """
     prefix = Path(python).absolute().parent.parent
     name = f"torch{torch_version}-ds{deepspeed_version}-cpu{cpu_key()}"
@@ -58,6 +63,25 @@ def ops_cache_dir(python: str, torch_version: str, deepspeed_version: str) -> Pa
         return prefix / ENV_OPS / name
     env = hashlib.sha1(str(prefix).encode()).hexdigest()[:8]
     return cache_root() / "torch_extensions" / f"{name}-env{env}"
+
+
+def shared_ops_dir() -> Path:
+    """DeepSpeed ops any environment of the same build key loads instead of compiling (worker/opreuse.py)."""
+    return cache_root() / "torch_extensions" / "shared"
+
+
+def shared_ops(torch_version: str, deepspeed_version: str) -> list[str]:
+    """The ops kept in the shared directory for these versions (an environment loads one only when the rest of its
+    build key matches too: sources, flags, compiler, CPU, Python)."""
+    found = set()
+    for parts_file in shared_ops_dir().glob(f"*/{SHARED_OPS_PARTS}"):
+        try:
+            parts = json.loads(parts_file.read_text())
+            if parts["torch"][0] == torch_version and parts["deepspeed"] == deepspeed_version:
+                found.add(str(parts["op"]))
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue  # half-written or foreign: not counted
+    return sorted(found)
 
 
 def package_version(name: str, python: str | None = None) -> str | None:

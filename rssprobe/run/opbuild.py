@@ -21,14 +21,18 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..contract.environment import SHARED_OPS_ENV
 from . import environment, host
 
-# the op's name in the cache -> how DeepSpeed builds and loads it on the CPU accelerator (the worker's own calls:
-# worker/training.py's deepspeed.init_distributed() for shm_comm, CPUAdamBuilder().load())
+# the op's name in the cache -> how the worker loads it on the CPU accelerator (worker/training.py, through
+# worker/opreuse.py: a library of the same build key, built by another environment, is loaded instead of compiled;
+# one built here is kept for the others)
 OPS = {
-    "cpu_adam": "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()",
-    "deepspeed_shm_comm": ("from deepspeed.accelerator import get_accelerator; "
-                           "get_accelerator().create_op_builder('ShareMemCommBuilder').load()"),
+    "cpu_adam": ("from rssprobe.worker import opreuse; from deepspeed.ops.op_builder import CPUAdamBuilder; "
+                 "print('cpu_adam', opreuse.load(CPUAdamBuilder()))"),
+    "deepspeed_shm_comm": ("from rssprobe.worker import opreuse; from deepspeed.accelerator import get_accelerator; "
+                           "print('deepspeed_shm_comm', "
+                           "opreuse.load(get_accelerator().create_op_builder('ShareMemCommBuilder')))"),
 }
 
 
@@ -42,15 +46,18 @@ def build(python: str, say: Callable[[str], None] = print) -> bool:
     started = time.monotonic()
     procs = {op: subprocess.Popen([python, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True) for op, code in OPS.items()}
-    ok = True
+    ok, how = True, []
     for op, proc in procs.items():
         out, _ = proc.communicate()
         if proc.returncode != 0:
             ok = False
             say(f"rssprobe opbuild: {op} did not build (exit {proc.returncode}): "
                 f"{(out.strip().splitlines() or ['no output'])[-1][:300]}")
-    say(f"rssprobe opbuild: {', '.join(OPS)} {'ready' if ok else 'not all ready'} in "
-        f"{env['TORCH_EXTENSIONS_DIR']} ({time.monotonic() - started:.0f} s)")
+        else:  # "cpu_adam reused" (from the shared directory, not compiled) or "cpu_adam loaded" (built here)
+            how.append(next((line for line in reversed(out.splitlines()) if line.startswith(f"{op} ")), op))
+    say(f"rssprobe opbuild: {', '.join(how) or 'nothing'} {'ready' if ok else 'not all ready'} "
+        f"(own build directory: {env['TORCH_EXTENSIONS_DIR']}; shared: {env.get(SHARED_OPS_ENV) or 'off'}) "
+        f"({time.monotonic() - started:.0f} s)")
     return ok
 
 

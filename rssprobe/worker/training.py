@@ -10,8 +10,9 @@ import copy
 import functools
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from . import opreuse
 
 
 def pick_accelerator() -> str:
@@ -21,11 +22,6 @@ def pick_accelerator() -> str:
     name = os.environ.get("DS_ACCELERATOR") or ("cuda" if torch.cuda.is_available() else "cpu")
     os.environ["DS_ACCELERATOR"] = name
     return name
-
-
-def ops_cached(op_name: str) -> bool:
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
-    return root.is_dir() and any((root / op_name).glob("*.so"))
 
 
 def ask_cpuinfo_once() -> None:
@@ -48,8 +44,10 @@ def init_distributed(on_compile: Callable[[str], None]) -> None:
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 
-    if get_accelerator().device_name() == "cpu" and not ops_cached("deepspeed_shm_comm"):
-        on_compile("deepspeed_shm_comm")
+    if get_accelerator().device_name() == "cpu":  # loaded here (or reused: opreuse), as DeepSpeed would load it
+        builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+        if builder is not None and deepspeed.ops.__compatible_ops__.get(builder.NAME, False):
+            opreuse.load(builder, on_compile)
     deepspeed.init_distributed()
 
 
@@ -61,9 +59,7 @@ def load_cpu_adam(on_compile: Callable[[str], None]) -> None:
     """
     from deepspeed.ops.op_builder import CPUAdamBuilder
 
-    if not ops_cached("cpu_adam"):
-        on_compile("cpu_adam")
-    CPUAdamBuilder().load()
+    opreuse.load(CPUAdamBuilder(), on_compile)
 
 
 def load_pin_memory(on_compile: Callable[[str], None]) -> bool:
@@ -74,9 +70,7 @@ def load_pin_memory(on_compile: Callable[[str], None]) -> bool:
         from deepspeed.ops.op_builder import PinMemoryBuilder
     except ImportError:
         return False
-    if not ops_cached("pin_memory"):
-        on_compile("pin_memory")
-    PinMemoryBuilder().load()
+    opreuse.load(PinMemoryBuilder(), on_compile)
     return True
 
 

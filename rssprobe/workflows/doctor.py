@@ -56,7 +56,11 @@ def checks(python: str = sys.executable) -> list[tuple[str, bool, str]]:
     if torch_v and ds_v:
         cache = host.ops_cache_dir(python, torch_v, ds_v)
         built = sorted(p.parent.name for p in cache.glob("*/*.so")) if cache.is_dir() else []
-        out.append(("compiled ops cache", bool(built), f"{cache}: {', '.join(built) or 'empty (first run compiles)'}"))
+        shared = host.shared_ops(torch_v, ds_v)
+        out.append(("compiled ops cache", bool(built or shared),
+                    f"{cache}: {', '.join(built) or 'empty'}; shared by environments of the same versions "
+                    f"({host.shared_ops_dir()}): {', '.join(shared) or 'none'}"
+                    + ("" if built or shared else " (first run compiles)")))
         cuda = None if isinstance(worker, str) else worker["cuda"]
         if cuda is not None:
             out.append(("CUDA allocator + pinned host stats", cuda["available"],

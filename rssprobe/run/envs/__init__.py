@@ -5,7 +5,8 @@ name is derived from the spec (torch2.13.0-ds0.19.8), so the same spec always fi
 venv. A marker file is written only after every install step succeeded: a directory without
 it is a half-made env and is rebuilt. The worker needs only torch, DeepSpeed, ninja and
 psutil there, since the launcher puts this checkout on its PYTHONPATH. Each env compiles
-DeepSpeed's ops once into its own cache directory (run/host.ops_cache_dir keys by env).
+DeepSpeed's ops once into its own cache directory (run/host.ops_cache_dir keys by env), unless an
+environment of the same build key has built them already (worker/opreuse.py: then loaded, not compiled).
 
 spec: parsing a spec; store: the envs on disk and their lock; build: making one;
 resolve: which Python --env/--python/--torch/--deepspeed mean.
