@@ -157,6 +157,13 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def demo_compared(demo_runs: Path) -> dict[str, Any]:
+    """`rssprobe diff` of the recorded demo (baseline against patched) as JSON: what answer and verdict tests read."""
+    return json.loads(rssprobe("diff", str(demo_runs / "baseline"), str(demo_runs / "patched"), "--format", "json",
+                               check=True).stdout)
+
+
 @pytest.fixture(scope="session")
 def tiny_calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
     """`rssprobe estimate tiny --calibrate` into a throw-away estimate root (3 sizes of tiny, 12 steps each, one run
