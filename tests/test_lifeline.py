@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from rssprobe.contract.environment import SHARED_OPS_ENV
 from rssprobe.run import host, opcache
 from rssprobe.store import judgement as liveness
 from rssprobe.store import rundir as storage
@@ -189,18 +190,22 @@ def test_a_young_lock_is_given_its_holders_window_then_removed(tmp_path: Path) -
 
 @pytest.mark.worker
 def test_a_run_recovers_from_a_stale_lock_in_its_op_cache(tmp_path: Path) -> None:
-    """A copy of this environment's compiled ops (so nothing compiles), with a lock a killed build left."""
+    """A lock a killed build left in this environment's op cache (a copy of it, so nothing compiles: its compiled ops,
+    or, where this environment loads the ops built once for its build key (worker/opreuse.py) and so has none of its
+    own, an empty build directory beside the real shared ones)."""
     from importlib.metadata import version
 
     real = host.ops_cache_dir(sys.executable, version("torch"), version("deepspeed"))
-    if not (real / "deepspeed_shm_comm").is_dir():
-        pytest.skip(f"no compiled ops in {real} yet (the first run on a machine compiles them)")
+    shared = host.shared_ops_dir()
+    if not (real / "deepspeed_shm_comm").is_dir() and not any(shared.glob("*/parts.json")):
+        pytest.skip(f"no compiled ops in {real} or {shared} yet (the first run on a machine compiles them)")
     cache = tmp_path / "cache"
     copy = cache / real.relative_to(host.cache_root())
-    shutil.copytree(real, copy, symlinks=True, ignore=shutil.ignore_patterns("lock"))
+    if real.is_dir():
+        shutil.copytree(real, copy, symlinks=True, ignore=shutil.ignore_patterns("lock"))
     lock = _lock(copy, "deepspeed_shm_comm", age_s=600)
     proc = rssprobe("run", "tiny", "--steps", "1", "--out", str(tmp_path / "r"),
-                    env={"RSSPROBE_CACHE": str(cache)})
+                    env={"RSSPROBE_CACHE": str(cache), SHARED_OPS_ENV: str(shared)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"removed stale build lock {lock}" in proc.stderr
     assert not lock.exists()
