@@ -18,7 +18,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
-from .. import contract
 from ..analysis import answers, metrics
 from ..analysis.results import PlanListing, PlanTable
 from ..config import scenario
@@ -26,6 +25,7 @@ from ..config.plan import LoadedPlan, PlanCell
 from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..contract.exitcodes import EXIT_INTERRUPTED
+from ..contract.files import FORMAT_KEY, FORMAT_VERSION
 from ..contract.status import Status
 from ..log import say
 from ..run import envs, host, launch, preflight, request
@@ -88,7 +88,7 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
                   len(loaded.cells))
     c.index["command"] = list(sys.argv)
     c.save()
-    write_json_atomic(directory / layout.PLAN_FILE, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
+    write_json_atomic(directory / layout.PLAN_FILE, {FORMAT_KEY: FORMAT_VERSION,
                                                      "plan_file": str(loaded.path), "plan": loaded.plan.model_dump()})
     interrupted = _run_cells(cells, c, base, scens, specs, retry_failed, pip)
     data = table(directory)

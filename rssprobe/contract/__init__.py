@@ -20,56 +20,13 @@ rssprobe.contract.files import MANIFEST`), not from this package; one module per
 
 A field added to an event, or a new event kind, is declared here first (README: "The contract").
 
-The names below are the package's face for the modules that still read `contract.NAME` (store/upgrade, store/campaign,
-store/rundir, run/launch, run/preflight, campaign/plan, workflows/estimate: they are being rewritten by others as
-this is written). No new import goes through it (tests/test_contract_imports.py); it goes when they name the module.
+The names below are the package's face for the one module that still reads `contract.NAME` (workflows/estimate,
+being split into a package as this is written). No new import goes through it (tests/test_contract_imports.py); it
+goes when that module names its submodules.
 """
 
-from .answers import ALLOC_CONF_ANSWER, SITES_ANSWER, DeepSpeedInfo
-from .events import event_problem
+from .answers import DeepSpeedInfo
 from .exitcodes import EXIT_INTERRUPTED
-from .files import (
-    EVENTS_GLOB,
-    FORMAT_KEY,
-    FORMAT_VERSION,
-    NATIVE,
-    OVERLAY,
-    WORKER_LOG,
-    WORKER_SPEC,
-    events_file,
-    format_of,
-    rank_log,
-    rank_of_events,
-    steps_file,
-    too_new,
-)
-from .interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, PIN_REGISTER
-from .manifest import MANIFEST_TYPES, Manifest, WorkerSpec, manifest_problem
+from .files import FORMAT_KEY, FORMAT_VERSION, format_of, too_new
 
-__all__ = [
-    "ALLOC_CONF_ANSWER",
-    "DS_PIN_BACKEND_ENV",
-    "EVENTS_GLOB",
-    "EXIT_INTERRUPTED",
-    "FORMAT_KEY",
-    "FORMAT_VERSION",
-    "MANIFEST_TYPES",
-    "NATIVE",
-    "NATIVE_PIN",
-    "OVERLAY",
-    "PIN_REGISTER",
-    "SITES_ANSWER",
-    "WORKER_LOG",
-    "WORKER_SPEC",
-    "DeepSpeedInfo",
-    "Manifest",
-    "WorkerSpec",
-    "event_problem",
-    "events_file",
-    "format_of",
-    "manifest_problem",
-    "rank_log",
-    "rank_of_events",
-    "steps_file",
-    "too_new",
-]
+__all__ = ["EXIT_INTERRUPTED", "FORMAT_KEY", "FORMAT_VERSION", "DeepSpeedInfo", "format_of", "too_new"]

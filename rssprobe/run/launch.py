@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import contract
 from ..config import hfconfig, overlay
 from ..config import sites as sites_config
 from ..config.scenario import Scenario
 from ..config.scenariospec import ScenarioSpec
+from ..contract.files import EVENTS_GLOB, NATIVE, OVERLAY, WORKER_LOG, WORKER_SPEC, rank_log, steps_file
+from ..contract.manifest import Manifest, WorkerSpec
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import claim, judgement, outputs, reader
@@ -55,7 +56,7 @@ class RunRequest:
 class RunResult:
     run: RunDir
     status: str
-    manifest: contract.Manifest
+    manifest: Manifest
 
 
 def _worker_env(req: RunRequest, torch_version: str, ds_version: str) -> dict[str, str]:
@@ -164,7 +165,7 @@ def prepare(req: RunRequest) -> Prepared:
     if req.scenario.script is not None and req.scenario.script.command:  # the user's launcher starts the ranks
         env = environment.launched(env, run_dir.path, req.scenario.script.path)
         env.update(ranks_env)
-    overlay_dir = run_dir.path / contract.OVERLAY
+    overlay_dir = run_dir.path / OVERLAY
     try:
         patch_records = overlay.prepare(req.patch_files, overlay_dir) if req.patch_files else []
     except UserError:
@@ -179,13 +180,13 @@ def prepare(req: RunRequest) -> Prepared:
         resolved["model"]["layers"] = req.scenario.model.n_layers
     else:  # a script: its own model and DeepSpeed config
         resolved = scriptrun.recorded(resolved)
-    spec = contract.WorkerSpec(
+    spec = WorkerSpec(
         scenario=resolved, deepspeed_config=None if req.scenario.script else req.scenario.deepspeed_config(),
         patches=req.patches, sites=sites_config.for_scenario(req.scenario),
         sites_first_step_only=sites_config.first_step_only(req.scenario),
         overlay=str(overlay_dir) if patch_records else None, memray=req.memray)
-    write_json_atomic(run_dir.path / contract.WORKER_SPEC, spec.as_dict())
-    run_dir.write_manifest(contract.Manifest(
+    write_json_atomic(run_dir.path / WORKER_SPEC, spec.as_dict())
+    run_dir.write_manifest(Manifest(
         id=run_dir.id, label=req.label, status=Status.PREPARED, started=now_iso(), scenario_ref=req.scenario_ref,
         scenario=spec.scenario, deepspeed_config=spec.deepspeed_config, command=req.command, python=req.python,
         host=host.facts(), allocator=req.allocator, ld_preload=env.get("LD_PRELOAD"), malloc_env=req.malloc_env,
@@ -206,7 +207,7 @@ def run(req: RunRequest | Prepared, on_event: Callable[[dict[str, Any]], None] =
     interrupted = False
     opcache.clear_stale_locks(Path(env["TORCH_EXTENSIONS_DIR"]))
     lifeline.become_subreaper()  # an orphan the run leaves (a daemon of the user's script) comes back to us
-    with os.fdopen(outputs.create(run_dir.path / contract.WORKER_LOG), "wb") as log:
+    with os.fdopen(outputs.create(run_dir.path / WORKER_LOG), "wb") as log:
         # the worker (or torchrun) gets SIGTERM if this process dies, whatever killed it
         command = worker_command(req, run_dir, env["MASTER_PORT"])
         try:
@@ -266,7 +267,7 @@ def collect(path: Path) -> RunResult:
     run = RunDir(path)
     manifest = run.manifest()
     if not run.ranks():
-        raise UserError(f"{path}: no rank has written events yet ({contract.EVENTS_GLOB})")
+        raise UserError(f"{path}: no rank has written events yet ({EVENTS_GLOB})")
     claim.claim(path, "run directory")  # two collects of one run do not write its tables over each other
     try:
         return conclude(run, max(int(manifest.scenario.get("world_size") or 1), max(run.ranks()) + 1), returncode=None)
@@ -278,8 +279,8 @@ def _logs(path: Path, launched: bool = False) -> list[Path]:
     """The run's logs: the worker's (or torchrun's), then each rank's own (not under the user's launcher, whose
     stream in worker.log holds every rank's output already)."""
     if launched:
-        return [path / contract.WORKER_LOG]
-    return [path / contract.WORKER_LOG, *sorted(path.glob(contract.rank_log(0).replace("0", "*", 1)))]
+        return [path / WORKER_LOG]
+    return [path / WORKER_LOG, *sorted(path.glob(rank_log(0).replace("0", "*", 1)))]
 
 
 def conclude(run_dir: RunDir, world_size: int, returncode: int | None, timed_out: bool | str = False,
@@ -335,7 +336,7 @@ def _final_status(run_dir: RunDir, per_rank: dict[int, list[dict[str, Any]]], wo
         return status, error, {"0": {"status": status, "error": error,
                                      "steps_done": sum(e["event"] == "step" for e in per_rank.get(0, [])),
                                      "exit_after_end": exited_after_end(returncode) if status == Status.OK else None}}
-    log = run_dir.path / contract.WORKER_LOG
+    log = run_dir.path / WORKER_LOG
     dead = _dead_rank(reader.read_text(log, errors="replace")) if log.exists() else None
     ranks: dict[str, Any] = {}
     for rank in range(world_size):
@@ -357,9 +358,9 @@ def _final_status(run_dir: RunDir, per_rank: dict[int, list[dict[str, Any]]], wo
 def _failure_tail(run_dir: RunDir, ranks: dict[str, Any]) -> str:
     """The failing rank's own log tail (multi-rank), else the worker log's."""
     failing = [r for r, v in ranks.items() if v["status"] != Status.OK]
-    rank_log = contract.rank_log(int(failing[0])) if failing else None
-    if rank_log is not None and (run_dir.path / rank_log).exists():
-        return run_dir.log_tail(20, rank_log)
+    own = rank_log(int(failing[0])) if failing else None
+    if own is not None and (run_dir.path / own).exists():
+        return run_dir.log_tail(20, own)
     return run_dir.log_tail()
 
 
@@ -368,13 +369,13 @@ def finalize(run_dir: RunDir, events: list[dict[str, Any]], rank: int = 0) -> No
     from ..analysis.native import analyse
     from ..analysis.tables import steps_frame
 
-    outputs.write_table(run_dir.path / contract.steps_file(rank), steps_frame(events))  # a link there: replaced
+    outputs.write_table(run_dir.path / steps_file(rank), steps_frame(events))  # a link there: replaced
     if rank:
         return
     installed = next((e["installed"] for e in events if e["event"] == "sites"), {})
     native = analyse(run_dir.path, [s for s, status in installed.items() if status == Status.OK])
     if native is not None:
-        write_json_atomic(run_dir.path / contract.NATIVE, native)
+        write_json_atomic(run_dir.path / NATIVE, native)
 
 
 class _Follower:
@@ -386,7 +387,7 @@ class _Follower:
         self.buffers: dict[Path, bytes] = {}
 
     def poll(self) -> None:
-        for path in sorted(self.run_dir.glob(contract.EVENTS_GLOB)):
+        for path in sorted(self.run_dir.glob(EVENTS_GLOB)):
             with reader.open_regular(path) as f:
                 f.seek(self.offsets.get(path, 0))
                 data = f.read()

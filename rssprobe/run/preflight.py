@@ -25,10 +25,10 @@ from pathlib import Path
 
 import psutil
 
-from .. import contract
 from ..config import torch_alloc_conf
 from ..config.scenario import Scenario
-from ..contract.interventions import parse
+from ..contract.answers import ALLOC_CONF_ANSWER, SITES_ANSWER
+from ..contract.interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, PIN_REGISTER, parse
 from ..errors import UserError
 from ..store import layout
 from . import environment
@@ -192,16 +192,16 @@ def lock_limit(status: str | None = None, soft: int | None = None) -> int | None
 
 def pins_natively(patches: list[str], env: dict[str, str]) -> bool:
     """The run pins through DeepSpeed's native backend: the ds.native-pin intervention, or the variable set."""
-    return any(parse(spec)[0] == contract.NATIVE_PIN for spec in patches) or \
-        env.get(contract.DS_PIN_BACKEND_ENV, "").strip().lower() == "native"
+    return any(parse(spec)[0] == NATIVE_PIN for spec in patches) or \
+        env.get(DS_PIN_BACKEND_ENV, "").strip().lower() == "native"
 
 
 def check_patch_pair(patches: list[str], native: bool = False) -> None:
     """UserError for interventions that replace one another: ds.native-pin (or the native backend, `native`) and
     pin.register both decide how DeepSpeed pins. `run` and `estimate` refuse the pair alike."""
-    if (native or any(parse(spec)[0] == contract.NATIVE_PIN for spec in patches)) and \
-            any(parse(spec)[0] == contract.PIN_REGISTER for spec in patches):
-        raise UserError(f"{contract.NATIVE_PIN} and {contract.PIN_REGISTER} both replace how DeepSpeed pins (on "
+    if (native or any(parse(spec)[0] == NATIVE_PIN for spec in patches)) and \
+            any(parse(spec)[0] == PIN_REGISTER for spec in patches):
+        raise UserError(f"{NATIVE_PIN} and {PIN_REGISTER} both replace how DeepSpeed pins (on "
                         "CUDA pin.register would answer every pin call, the native backend none): give one")
 
 
@@ -217,7 +217,7 @@ def check_native_pin(scen: Scenario, patches: list[str], env: dict[str, str], ds
         return
     check_patch_pair(patches, native=True)
     if ds_version is not None and torch_alloc_conf.release(ds_version) < NATIVE_PIN_SINCE:
-        raise UserError(f"{contract.NATIVE_PIN}: DeepSpeed {ds_version} has no native pinned backend "
+        raise UserError(f"{NATIVE_PIN}: DeepSpeed {ds_version} has no native pinned backend "
                         "(DS_PIN_MEMORY_BACKEND=native, PR #8211, first in 0.19.6)")
     bound = lock_limit() if limit is True else limit
     if bound is None or scen.script is not None:
@@ -232,7 +232,7 @@ def check_native_pin(scen: Scenario, patches: list[str], env: dict[str, str], ds
     need = partition.locked_peak(shape, zero)
     if need > bound:
         kib = -(-need // 1024)
-        raise UserError(f"{contract.NATIVE_PIN}: each rank mlocks up to {need:,} B ({kib:,} KiB) for DeepSpeed's "
+        raise UserError(f"{NATIVE_PIN}: each rank mlocks up to {need:,} B ({kib:,} KiB) for DeepSpeed's "
                         f"pinned buffers, but the lock limit is {bound // 1024:,} KiB and this process lacks "
                         f"CAP_IPC_LOCK: run `ulimit -l {kib}` (or more) first")
 
@@ -341,7 +341,7 @@ print(SITES_ANSWER + json.dumps(out))
 
 def _ask_python(python: str, paths: list[str]) -> dict[str, str]:
     """path -> why it is missing, by resolving the paths in the worker's Python (imports them)."""
-    return ask(python, ["-c", _ASK, json.dumps(paths)], contract.SITES_ANSWER, environment.probe(python)).answer or {}
+    return ask(python, ["-c", _ASK, json.dumps(paths)], SITES_ANSWER, environment.probe(python)).answer or {}
 
 
 @functools.lru_cache(maxsize=32)
@@ -356,7 +356,7 @@ def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
     except ValueError as e:
         raise UserError(f"{flag}: {e}") from None
     reply = ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
-                contract.ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
+                ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
     answer = reply.answer
     if not isinstance(answer, dict):
         why = reply.why or "not a JSON object"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import Any
 
-from .. import contract
+from ..contract.files import FORMAT_KEY, FORMAT_VERSION
 from ..errors import UserError
 from . import layout, reader, upgrade
 from .writer import now_iso, write_json_atomic
@@ -86,8 +86,8 @@ def read_index(directory: Path, kind: str | None = None) -> dict[str, Any]:
 def write_index(directory: Path, data: dict[str, Any]) -> None:
     """Write the index whole (format version and update time stamped here)."""
     directory.mkdir(parents=True, exist_ok=True)
-    stamped = {contract.FORMAT_KEY: contract.FORMAT_VERSION, **{k: v for k, v in data.items()
-                                                                 if k not in (contract.FORMAT_KEY, "updated")},
+    stamped = {FORMAT_KEY: FORMAT_VERSION, **{k: v for k, v in data.items()
+                                                                 if k not in (FORMAT_KEY, "updated")},
                "updated": now_iso()}
     write_json_atomic(directory / INDEX[data["kind"]], stamped)
 

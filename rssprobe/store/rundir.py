@@ -14,8 +14,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .. import contract
-from ..contract.files import EVENTS, MANIFEST, RANK_EVENTS_GLOB, WORKER_LOG
+from ..contract.events import event_problem
+from ..contract.files import (
+    EVENTS,
+    FORMAT_KEY,
+    FORMAT_VERSION,
+    MANIFEST,
+    RANK_EVENTS_GLOB,
+    WORKER_LOG,
+    events_file,
+    rank_of_events,
+    steps_file,
+)
+from ..contract.manifest import MANIFEST_TYPES, Manifest, manifest_problem
 from ..errors import UserError
 from . import claim, judgement, layout, outputs, reader, upgrade
 from .judgement import Events
@@ -47,7 +58,7 @@ def read_events(path: Path) -> Events:
             continue
         if found is None:
             found = upgrade.events_version(path, event)
-        problem = contract.event_problem(event)
+        problem = event_problem(event)
         if problem:
             out.bad_lines.append((i + 1, problem))
         else:
@@ -127,39 +138,39 @@ class RunDir:
     def id(self) -> str:
         return self.path.name
 
-    def manifest(self) -> contract.Manifest:
+    def manifest(self) -> Manifest:
         """The manifest, typed (checked, and brought to this format: store/upgrade.py); UserError when there is
         none or it is damaged."""
-        return contract.Manifest.read(self._manifest_json())
+        return Manifest.read(self._manifest_json())
 
     def _manifest_json(self) -> dict[str, Any]:
         path = self.path / MANIFEST
         if not path.exists():
             raise UserError(f"{self.path}: not a run directory (no {MANIFEST})")
         manifest = reader.read_json_object(path, "manifest")
-        problem = contract.manifest_problem(manifest)
+        problem = manifest_problem(manifest)
         if problem:
             raise UserError(f"{path}: corrupt manifest ({problem})")
         return upgrade.manifest(path, manifest)
 
-    def write_manifest(self, manifest: contract.Manifest) -> None:
+    def write_manifest(self, manifest: Manifest) -> None:
         write_json_atomic(self.path / MANIFEST, manifest.as_dict())
 
-    def update_manifest(self, **fields: Any) -> contract.Manifest:
-        """Set later fields of the manifest; only names contract.Manifest declares (the file keeps any other key
+    def update_manifest(self, **fields: Any) -> Manifest:
+        """Set later fields of the manifest; only names Manifest declares (the file keeps any other key
         it holds)."""
-        unknown = sorted(set(fields) - set(contract.MANIFEST_TYPES))
+        unknown = sorted(set(fields) - set(MANIFEST_TYPES))
         if unknown:
-            raise ValueError(f"not manifest fields (rssprobe.contract.Manifest): {', '.join(unknown)}")
+            raise ValueError(f"not manifest fields (rssprobe.contract.manifest.Manifest): {', '.join(unknown)}")
         manifest = self._manifest_json()
         manifest.update(fields)
         write_json_atomic(self.path / MANIFEST, manifest)
-        return contract.Manifest.read(manifest)
+        return Manifest.read(manifest)
 
     def ranks(self) -> list[int]:
         """The ranks that wrote events (one for a 1-rank run)."""
         out = [0] if (self.path / EVENTS).exists() else []
-        out += sorted(r for p in self.path.glob(RANK_EVENTS_GLOB) if (r := contract.rank_of_events(p.name)))
+        out += sorted(r for p in self.path.glob(RANK_EVENTS_GLOB) if (r := rank_of_events(p.name)))
         return out
 
     def events(self, rank: int = 0) -> list[dict[str, Any]]:
@@ -168,23 +179,23 @@ class RunDir:
         return self.read_events(rank).events
 
     def read_events(self, rank: int = 0) -> Events:
-        return read_events(self.path / contract.events_file(rank))
+        return read_events(self.path / events_file(rank))
 
     def steps_problem(self, rank: int, events: Events) -> str | None:
         """Why a rank's steps.parquet does not hold its step events (unreadable, other steps); None when it
         does or is absent (the events are the record; a run ended elsewhere may not have the table yet)."""
-        name = contract.steps_file(rank)
+        name = steps_file(rank)
         try:
             steps = read_step_numbers(self.path / name)
         except UserError as e:
             return str(e).replace(f"{self.path}/", "")
         return judgement.table_problem(name, steps, events)
 
-    def incomplete(self, manifest: contract.Manifest | None = None) -> dict[int, str]:
+    def incomplete(self, manifest: Manifest | None = None) -> dict[int, str]:
         """rank -> why its files do not back a manifest that says ok (empty: they do)."""
         return judgement.incomplete(manifest or self.manifest(), self.read_events, self.steps_problem)
 
-    def judged(self, manifest: contract.Manifest | None = None) -> tuple[str, str | None, dict[int, str]]:
+    def judged(self, manifest: Manifest | None = None) -> tuple[str, str | None, dict[int, str]]:
         """(status, error, rank -> gap) as the files back it (store.judgement.judged)."""
         return judgement.judged(manifest or self.manifest(), self.read_events, self.steps_problem)
 
@@ -225,7 +236,7 @@ class GroupDir:
     def create(cls, out: Path | None, scenario: str, label: str, repeat: int) -> GroupDir:
         run = RunDir.create(out, scenario, f"{label}-x{repeat}" if out is None else label, "run group directory")
         group = cls(run.path)
-        write_json_atomic(group.path / GROUP, {contract.FORMAT_KEY: contract.FORMAT_VERSION, "id": group.id,
+        write_json_atomic(group.path / GROUP, {FORMAT_KEY: FORMAT_VERSION, "id": group.id,
                                                "label": label, "scenario": scenario, "repeat": repeat,
                                                "started": now_iso()})
         return group
@@ -323,7 +334,7 @@ def note_latest(path: Path) -> None:
     try:
         root = layout.cache_root()
         root.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(root / LATEST, {contract.FORMAT_KEY: contract.FORMAT_VERSION,
+        write_json_atomic(root / LATEST, {FORMAT_KEY: FORMAT_VERSION,
                                           "path": str(path.resolve()), "runs_root": str(runs_root().resolve())})
     except (OSError, UserError):
         pass  # a cache root that cannot be written costs `show latest` only this run

@@ -1,4 +1,4 @@
-"""Format versions: every file says which format it is (rssprobe.contract.FORMAT_VERSION); a file that says
+"""Format versions: every file says which format it is (rssprobe.contract.files.FORMAT_VERSION); a file that says
 nothing is format 0. A reader accepts the current format and upgrades older ones here, one explicit step per
 version, so that the analysis reads one shape only; a newer format than this rssprobe knows is refused with
 one line (exit 2). Modelled on asv's results api_version and its update step.
@@ -17,23 +17,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import contract
+from ..contract.files import FORMAT_KEY, FORMAT_VERSION, format_of, too_new
 from ..errors import UserError
 from . import layout
 
 
 def version(path: Path, data: Any) -> int:
     """The format `data` (read from `path`) says it is; UserError when it is not one, or newer than this reads."""
-    found = contract.format_of(data)
+    found = format_of(data)
     if found is None:
-        raise UserError(f"{path}: damaged ({contract.FORMAT_KEY} is not a format version)")
-    if found > contract.FORMAT_VERSION:
-        raise UserError(f"{path}: {contract.too_new(found)}")
+        raise UserError(f"{path}: damaged ({FORMAT_KEY} is not a format version)")
+    if found > FORMAT_VERSION:
+        raise UserError(f"{path}: {too_new(found)}")
     return found
 
 
 def _steps(steps: dict[int, Callable[[Any], Any]], data: Any, found: int) -> Any:
-    for v in range(found, contract.FORMAT_VERSION):
+    for v in range(found, FORMAT_VERSION):
         data = steps[v](data)
     return data
 
@@ -75,8 +75,8 @@ def _manifest_0(m: dict[str, Any]) -> dict[str, Any]:
 
 def _current(data: dict[str, Any]) -> dict[str, Any]:
     """An upgraded file says the format it now has (written back, it is a file of that format)."""
-    return {contract.FORMAT_KEY: contract.FORMAT_VERSION, **{k: v for k, v in data.items()
-                                                             if k != contract.FORMAT_KEY}}
+    return {FORMAT_KEY: FORMAT_VERSION, **{k: v for k, v in data.items()
+                                                             if k != FORMAT_KEY}}
 
 
 def manifest(path: Path, data: dict[str, Any]) -> dict[str, Any]:
