@@ -29,6 +29,7 @@ from ..config.modelshape import Shape
 from ..contract.interventions import PIN_REGISTER, parse
 from ..contract.manifest import Manifest
 from ..contract.status import Status
+from ..contract.workerscenario import DEFAULT_ZERO_STAGE
 from ..errors import UserError
 from ..store import reader
 from . import partition, pinned
@@ -128,8 +129,9 @@ class Calibration:
         v, where = self.versions, self.provenance.get("machine") or str(self.path)
         gpu = f", {self.provenance['gpu']}" if self.provenance.get("gpu") else ""
         date = f", {self.provenance['date']}" if self.provenance.get("date") else ""
+        stage = (self.scenario.get('zero') or {}).get('stage', DEFAULT_ZERO_STAGE)
         return (f"{where} ({self.accelerator}{gpu}, torch {v.get('torch')}, DeepSpeed {v.get('deepspeed')}{date}, "
-                f"{self.scenario.get('name')} ZeRO-{(self.scenario.get('zero') or {}).get('stage', 2)}, "
+                f"{self.scenario.get('name')} ZeRO-{stage}, "
                 f"{len(self.points)} runs at {sizes}: {self.repeats} a size, {self.steps} steps, "
                 f"{self.ranks} rank(s))")
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.modelshape import Shape
+from ..contract.workerscenario import DEFAULT_ZERO_STAGE
 
 FP32 = 4  # DeepSpeed's master weights, their gradients and Adam's states are float32 (master_weights_and_grads_dtype)
 ALIGNMENT = 2  # stage_1_and_2.py: nccl_start_alignment_factor
@@ -72,7 +73,7 @@ def zero_of(zero: dict[str, Any], element_bytes: int, world: int, accelerator: s
         return pin[key] if isinstance(pin.get(key), bool) else default_pin
 
     threshold = zero.get("stage3_param_persistence_threshold")
-    return Zero(stage=int(zero.get("stage", 2)), world=world, element_bytes=element_bytes,
+    return Zero(stage=int(zero.get("stage", DEFAULT_ZERO_STAGE)), world=world, element_bytes=element_bytes,
                 offload_param=zero.get("offload_param") is not None, pin_optimizer=effective("offload_optimizer"),
                 pin_param=effective("offload_param"),
                 reduce_bucket_size=int(zero.get("reduce_bucket_size") or Zero.reduce_bucket_size),

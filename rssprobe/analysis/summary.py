@@ -17,6 +17,7 @@ from ..contract.glibc import glibc_in_use
 from ..contract.interventions import INTERVENTIONS, parse
 from ..contract.names import partitioned_roles
 from ..contract.status import Status
+from ..contract.workerscenario import DEFAULT_ZERO_STAGE
 from ..errors import UserError
 from ..store import judgement
 from ..store.judgement import DAMAGED, INCOMPLETE, MISSING, Events
@@ -377,7 +378,7 @@ class Summary:
         if (scen.get("model") or {}).get("kind") == "script" and not z:
             # a script's stage is its engine's: one that ended before deepspeed.initialize has none to show
             return {"stage": None, "offload_optimizer": None, "offload_param": None}
-        return {"stage": z.get("stage", 2), "offload_optimizer": z.get("offload_optimizer", "cpu"),
+        return {"stage": z.get("stage", DEFAULT_ZERO_STAGE), "offload_optimizer": z.get("offload_optimizer", "cpu"),
                 "offload_param": z.get("offload_param")}
 
     def zero3_gathered(self) -> dict[str, Any] | None:

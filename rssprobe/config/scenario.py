@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from ..contract.files import INRUN_EVENTS, MAX_WORLD_SIZE, SAVE_AT_END
+from ..contract.workerscenario import DEFAULT_ZERO_STAGE
 from ..errors import UserError, did_you_mean, from_validation
 from ..store import outputs
 from ..store.reader import loads_toml, read_text
@@ -168,7 +169,7 @@ STAGE3_KNOBS = ("stage3_max_live_parameters", "stage3_prefetch_bucket_size", "st
 
 
 class Zero(_Strict):
-    stage: int = 2
+    stage: int = DEFAULT_ZERO_STAGE
     offload_optimizer: Literal["cpu"] = "cpu"
     offload_param: Literal["cpu"] | None = Field(None, description="stage 3 only: partitioned bit16 params on the CPU")
     pin_memory: bool | None = Field(

@@ -12,7 +12,7 @@ def _groups() -> list[dict]:
     return tomllib.loads(resources.files("rssprobe.data").joinpath("sites.toml").read_text())["group"]
 
 
-def default_sites(stage: int = 2) -> list[str]:
+def default_sites(stage: int) -> list[str]:
     """The declared default sites of one ZeRO stage (data/sites.toml: groups of sites, each for its stages)."""
     return [site for g in _groups() if stage in g["stages"] for site in g["sites"]]
 

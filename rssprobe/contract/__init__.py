@@ -9,7 +9,8 @@ rssprobe.contract.files import MANIFEST`), not from this package; one module per
   writer refuses an event that does not match its kind (event_problem), the orchestrator's reader leaves out
   and reports a line that does not (a run with such a line is incomplete: store/judgement.py);
 * manifest: the manifest and worker.json (Manifest, WorkerSpec), each defined once; status: the status words they
-  and the campaign indexes carry (status.Status);
+  and the campaign indexes carry (status.Status); workerscenario: the scenario worker.json gives the worker, typed,
+  every default filled by the orchestrator (the ZeRO stage default, DEFAULT_ZERO_STAGE, written there once);
 * names: the census roles (data/roles.toml), memory-map parts and their metric keys;
 * interventions: their names, options, counters and sets (their implementations live in the worker and register
   by these names);

@@ -4,11 +4,12 @@ Part of the contract (rssprobe/contract/__init__.py): stdlib only."""
 
 import json
 import typing
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from .events import _runtime, _wrong
 from .files import FORMAT_KEY, FORMAT_VERSION, MAX_WORLD_SIZE, format_of, too_new
+from .workerscenario import WorkerScenario
 
 # ---- the manifest and worker.json -------------------------------------------------------------------------
 
@@ -101,20 +102,30 @@ _TYPE_NAMES = {str: "a string", dict: "an object", int: "an integer", list: "a l
 
 @dataclass
 class WorkerSpec:
-    """worker.json: the exact instructions the worker gets (the scenario resolved, sites, patches)."""
+    """worker.json: the exact instructions the worker gets (the scenario resolved, sites, patches). The
+    orchestrator fills every default before it writes it; the worker reads it back typed (WorkerSpec.read)."""
 
-    scenario: dict[str, Any]  # a script run's has [script] (path, sha256, args, stop_after)
+    scenario: WorkerScenario  # a script run's has [script] (path, sha256, args, stop_after)
     deepspeed_config: dict[str, Any] | None  # None: a script run (the script's own config)
     patches: list[str]  # component specs, each a name of INTERVENTIONS with its options
     sites: list[tuple[str, bool]]  # (dotted path, required)
-    sites_first_step_only: list[str]
     overlay: str | None  # the run's overlay directory (--patch-file), else None
-    memray: bool
+    # the ZeRO stage whose roles the census names until an engine says its own: the scenario's, or for a script
+    # run (whose [zero] its engine decides) DEFAULT_ZERO_STAGE
+    zero_stage: int
+    sites_first_step_only: list[str] = field(default_factory=list)
+    memray: bool = False
     format: int = FORMAT_VERSION
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         return {FORMAT_KEY: out.pop(FORMAT_KEY), **out}
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> "WorkerSpec":
+        """worker.json read back, typed (checked by worker_spec_problem first); keys it does not declare are left
+        out, an optional one it lacks is its default."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def worker_spec_problem(spec: Any) -> str | None:
@@ -126,6 +137,6 @@ def worker_spec_problem(spec: Any) -> str | None:
         return f"{FORMAT_KEY} is not a format version"
     if version > FORMAT_VERSION:
         return too_new(version)
-    missing = [f.name for f in fields(WorkerSpec) if f.name not in spec and f.name not in (FORMAT_KEY, "memray",
-                                                                                         "sites_first_step_only")]
+    missing = [f.name for f in fields(WorkerSpec) if f.name not in spec and f.default is MISSING
+               and f.default_factory is MISSING]
     return f"{', '.join(missing)} missing" if missing else None

@@ -13,7 +13,7 @@ def _roles_file(stage: int | None) -> list[dict[str, Any]]:
     return [r for r in roles if stage is None or stage in r["stages"]]
 
 
-def roles(stage: int | None = 2) -> list[tuple[str, list[str]]]:
+def roles(stage: int | None) -> list[tuple[str, list[str]]]:
     """(name, attribute paths) of one ZeRO stage's roles in priority order (every stage's when None)."""
     return [(r["name"], list(r["paths"])) for r in _roles_file(stage)]
 

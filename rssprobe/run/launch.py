@@ -28,6 +28,7 @@ from ..config.scenariospec import ScenarioSpec
 from ..contract.files import EVENTS_GLOB, NATIVE, OVERLAY, WORKER_LOG, WORKER_SPEC, rank_log, steps_file
 from ..contract.manifest import Manifest, WorkerSpec
 from ..contract.status import Status
+from ..contract.workerscenario import DEFAULT_ZERO_STAGE
 from ..errors import UserError
 from ..store import claim, judgement, outputs, reader
 from ..store.rundir import RunDir
@@ -153,6 +154,26 @@ def check(req: RunRequest) -> dict[str, str]:
     return env
 
 
+def worker_spec(req: RunRequest, checkpoint: Path | None = None, overlay_dir: str | None = None) -> WorkerSpec:
+    """worker.json: the scenario resolved and every default filled, so that the worker supplies none of its own
+    (contract/workerscenario.py types what it reads); `checkpoint` is the one a checkpoint-loading model loads."""
+    resolved = req.scenario.model_dump(mode="json")
+    if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
+        resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
+        if checkpoint is not None:  # written once per shape, loaded by every run
+            resolved["model"]["from_pretrained"]["path"] = str(checkpoint)
+    elif req.scenario.model.kind == "linear":
+        resolved["model"]["layers"] = req.scenario.model.n_layers
+    else:  # a script: its own model and DeepSpeed config
+        resolved = scriptrun.recorded(resolved)
+    return WorkerSpec(
+        scenario=resolved, deepspeed_config=None if req.scenario.script else req.scenario.deepspeed_config(),
+        patches=req.patches, sites=sites_config.for_scenario(req.scenario),
+        sites_first_step_only=sites_config.first_step_only(req.scenario), overlay=overlay_dir, memray=req.memray,
+        # a script's census names this stage's roles until its engine says its own
+        zero_stage=DEFAULT_ZERO_STAGE if req.scenario.script else req.scenario.zero.stage)
+
+
 def prepare(req: RunRequest) -> Prepared:
     """Everything that can fail on bad input fails here, before any process starts."""
     env = check(req)
@@ -171,20 +192,7 @@ def prepare(req: RunRequest) -> Prepared:
     except UserError:
         shutil.rmtree(run_dir.path)  # nothing ran: leave no half-made run behind
         raise
-    resolved = req.scenario.model_dump(mode="json")
-    if req.scenario.model.kind == "transformers":  # a size given as params, resolved once, here
-        resolved["model"]["hf"] = hfconfig.worker_hf(req.scenario.model)
-        if checkpoint is not None:  # written once per shape, loaded by every run
-            resolved["model"]["from_pretrained"]["path"] = str(checkpoint)
-    elif req.scenario.model.kind == "linear":
-        resolved["model"]["layers"] = req.scenario.model.n_layers
-    else:  # a script: its own model and DeepSpeed config
-        resolved = scriptrun.recorded(resolved)
-    spec = WorkerSpec(
-        scenario=resolved, deepspeed_config=None if req.scenario.script else req.scenario.deepspeed_config(),
-        patches=req.patches, sites=sites_config.for_scenario(req.scenario),
-        sites_first_step_only=sites_config.first_step_only(req.scenario),
-        overlay=str(overlay_dir) if patch_records else None, memray=req.memray)
+    spec = worker_spec(req, checkpoint, str(overlay_dir) if patch_records else None)
     write_json_atomic(run_dir.path / WORKER_SPEC, spec.as_dict())
     run_dir.write_manifest(Manifest(
         id=run_dir.id, label=req.label, status=Status.PREPARED, started=now_iso(), scenario_ref=req.scenario_ref,

@@ -25,11 +25,12 @@ from ..contract.environment import RANKS_ENV
 from ..contract.exitcodes import EXIT_NO_WORKER, EXIT_TERMINATED
 from ..contract.files import WORKER_SPEC, rank_log
 from ..contract.interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, OptionError, parse
-from ..contract.manifest import worker_spec_problem
+from ..contract.manifest import WorkerSpec, worker_spec_problem
 from ..contract.ranks import asked as ranks_asked
 from ..contract.ranks import mismatch as rank_mismatch
 from ..contract.status import Status
 from ..contract.testlane import NO_WORKER_ENV
+from ..contract.workerscenario import WorkerScenario
 from . import census, glibc, lifeline, loading, memmap, models, pins, procfs, ranklog, saves, training
 from .events import EventWriter, events_file
 from .events_inrun import InRunEvents
@@ -47,17 +48,21 @@ class Worker:
         self.run_dir = run_dir
         self.launched = launched
         self.world_mismatch: str | None = None  # a launched rank's world is not the one its command asked for
-        self.spec = json.loads((run_dir / WORKER_SPEC).read_text())
-        problem = worker_spec_problem(self.spec)
+        raw = json.loads((run_dir / WORKER_SPEC).read_text())
+        problem = worker_spec_problem(raw)
         if problem:
             raise SystemExit(f"rssprobe worker: {run_dir / WORKER_SPEC}: {problem}")
-        self.scenario = self.spec["scenario"]
+        self.spec = WorkerSpec.read(raw)  # every default filled by the orchestrator: read, never supplied here
+        self.scenario: WorkerScenario = self.spec.scenario
         self.rank = int(os.environ.get("RANK", "0"))
         if launched is not None:
             # torchrun says how many ranks share this node; DeepSpeed's CPU accelerator reads LOCAL_SIZE for it
             os.environ.setdefault("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"))
             self.scenario["world_size"] = int(os.environ.get("WORLD_SIZE", "1"))
-            self.scenario["script"]["args"] = launched
+            script = self.scenario["script"]
+            if script is None:
+                raise SystemExit(f"rssprobe worker: {run_dir / WORKER_SPEC}: a launched rank's run has no [script]")
+            script["args"] = launched
             ranklog.tee(run_dir / rank_log(self.rank))  # its own log too; the launcher's stream keeps it all
             # the world the launch command asked for: a launcher that started fewer ranks (accelerate without
             # --multi_gpu) must not train as a smaller world under rssprobe's one-process rendezvous
@@ -71,7 +76,7 @@ class Worker:
             os.dup2(log, 2)
         self.events = EventWriter(run_dir / events_file(self.rank), self.rank)
         self.tracker = PeakTracker()
-        self.native = NativeCapture(run_dir, bool(self.spec.get("memray")))
+        self.native = NativeCapture(run_dir, self.spec.memray)
         self.ctx = Context(run_dir=str(run_dir))
         self.torch: Any = None
         self.engine: Any = None
@@ -79,8 +84,8 @@ class Worker:
         self.launcher_args: list[str] = []  # options a launcher appended (deepspeed's --local_rank=N)
         self.probes_on = True  # False on make bench's probes-off steps (probes.alternate)
         # a script's scenario has no stage until its engine decides one (run/scriptrun.py: recorded); until then
-        # its census names stage 2's roles, and the engine's stage once it is initialized
-        self.zero_stage = int(self.scenario["zero"].get("stage", 2))
+        # its census names the roles of the stage the orchestrator wrote, and the engine's once it is initialized
+        self.zero_stage = self.spec.zero_stage
         self.accelerator = "cpu"  # DeepSpeed's accelerator, once picked (start)
         self.pins: pins.PinRecorder | None = None  # every pin request (installed before deepspeed.initialize)
         self.hf_ds_config: Any = None  # a loaded model's HfDeepSpeedConfig (transformers holds it weakly)
@@ -125,31 +130,32 @@ class Worker:
 
     def run(self) -> None:
         self.start()
-        if self.scenario.get("script"):  # the user's own training script (rssprobe run --script)
+        if self.scenario["script"]:  # the user's own training script (rssprobe run --script)
             ScriptRun(self).run()
             return
         self.baseline()
 
-        if self.scenario["model"].get("load") == "checkpoint":  # a load phase: from_pretrained, measured
-            model, groups, params = loading.load(self, self.scenario, self.spec["deepspeed_config"])
+        model_spec = self.scenario["model"]  # a load phase (from_pretrained, measured) or a model built in place
+        if model_spec["kind"] != "script" and model_spec["load"] == "checkpoint":
+            model, groups, params = loading.load(self, self.scenario, self.deepspeed_config())
         else:
             model, groups, params = training.build_model(self.scenario)
         self.ctx.params = params
         zero = self.scenario["zero"]
-        self.events.emit("model", params=params, param_groups=len(groups), zero_stage=zero["stage"],
-                         **self.estimate(model, params, zero["stage"], zero.get("offload_param") is not None),
+        self.events.emit("model", params=params, param_groups=len(groups), zero_stage=self.zero_stage,
+                         **self.estimate(model, params, self.zero_stage, zero["offload_param"] is not None),
                          **models.describe(model, self.scenario))
         self.phase("after_model")
 
         recorder = self.install_probes()
         self.engine = self.initialize_measured(
-            recorder, functools.partial(training.initialize, model, groups, self.spec["deepspeed_config"]))
+            recorder, functools.partial(training.initialize, model, groups, self.deepspeed_config()))
         # the engine holds its model; a local reference here would keep it (and, through its hooks, the
         # whole engine) alive past a reinit event
         del model, groups
 
         self.train(recorder)
-        if self.scenario.get("save"):  # the final saves, each a measured save phase
+        if self.scenario["save"]:  # the final saves, each a measured save phase
             saves.run_at_end(self, recorder)
         self.finish()
 
@@ -158,10 +164,10 @@ class Worker:
         process group, the compiled ops."""
         self.phase("process_start", glibc=glibc.STATUS.__dict__, hwm_reset=self.tracker.reset_works)
         finder = None
-        if self.spec.get("overlay"):
+        if self.spec.overlay:
             from .overlay_import import install
 
-            finder = install(Path(self.spec["overlay"]))
+            finder = install(Path(self.spec.overlay))
         import torch
 
         self.torch = torch
@@ -193,8 +199,20 @@ class Worker:
 
     def pins_natively(self) -> bool:
         """DeepSpeed's native pinned backend is on: the ds.native-pin intervention, or the variable set by the user."""
-        return any(parse(spec)[0] == NATIVE_PIN for spec in self.spec["patches"]) or \
+        return any(parse(spec)[0] == NATIVE_PIN for spec in self.spec.patches) or \
             os.environ.get(DS_PIN_BACKEND_ENV, "").strip().lower() == "native"
+
+    def steps(self) -> int:
+        """A scenario's step count (only a script run leaves it to its script: config/scenario.py refuses else)."""
+        if self.scenario["steps"] is None:
+            raise SystemExit(f"rssprobe worker: {self.run_dir / WORKER_SPEC}: no step count for a scenario")
+        return self.scenario["steps"]
+
+    def deepspeed_config(self) -> dict[str, Any]:
+        """The DeepSpeed config the orchestrator wrote (a scenario's; a script run gives its own and has none)."""
+        if self.spec.deepspeed_config is None:
+            raise SystemExit(f"rssprobe worker: {self.run_dir / WORKER_SPEC}: no deepspeed_config for a scenario")
+        return self.spec.deepspeed_config
 
     def baseline(self) -> None:
         self.census("pre_model")
@@ -214,15 +232,15 @@ class Worker:
 
     def install_probes(self) -> SiteRecorder:
         """The run's interventions, then its code sites (an intervention's function is measured inside its site)."""
-        for spec in self.spec["patches"]:
+        for spec in self.spec.patches:
             name, options = parse(spec)
             REGISTRY[name](self.ctx, options)
         self.pins = pins.start(self.torch, self.accelerator)  # outside the interventions: it sees what they return
         recorder = SiteRecorder(self.tracker, trace=frozenset(self.scenario["probes"]["trace_sites"]))
-        first_only = set(self.spec.get("sites_first_step_only", ()))
-        for path, required in self.spec["sites"]:
+        first_only = set(self.spec.sites_first_step_only)
+        for path, required in self.spec.sites:
             recorder.install(path, required, every_step=path not in first_only)
-        self.events.emit("sites", installed=recorder.installed, steady=self.scenario["probes"].get("steady_sites"),
+        self.events.emit("sites", installed=recorder.installed, steady=self.scenario["probes"]["steady_sites"],
                          first_step_only=sorted(p for p in first_only if recorder.installed.get(p) == "ok"))
         return recorder
 
@@ -264,7 +282,7 @@ class Worker:
         x = models.inputs(scenario, self.engine.device, training.input_dtype(scenario))
         inrun = InRunEvents(self, recorder)
         with contextlib.ExitStack() as capture:
-            for step in range(1, scenario["steps"] + 1):
+            for step in range(1, self.steps() + 1):
                 if step <= 2:  # one capture for the first step, one for all later steps
                     capture.close()
                     capture.enter_context(self.native.phase("first_step" if step == 1 else "steady"))

@@ -71,7 +71,7 @@ def _pinned(t: Any) -> bool:
         return False
 
 
-def role_tensors(zero_optimizer: Any, tensor_type: type, stage: int = 2) -> Iterator[tuple[str, Any, tuple[int, int]]]:
+def role_tensors(zero_optimizer: Any, tensor_type: type, stage: int) -> Iterator[tuple[str, Any, tuple[int, int]]]:
     """(role, tensor, storage key) for every tensor the declared roles reach from the ZeRO optimizer, the last
     role listed first, so that a caller keeping the last role it sees for a storage keeps the first listed."""
     if zero_optimizer is None:
@@ -86,7 +86,7 @@ def role_tensors(zero_optimizer: Any, tensor_type: type, stage: int = 2) -> Iter
 
 
 def take(zero_optimizer: Any, torch_module: Any,
-         stage: int = 2) -> tuple[dict[str, Any], list[tuple[int, int]], list[tuple[int, int]]]:
+         stage: int) -> tuple[dict[str, Any], list[tuple[int, int]], list[tuple[int, int]]]:
     """Role -> {allocated, resident, pinned, storages} for all live CPU tensor storages, device storages by
     role apart, and the host storages' (data_ptr, nbytes), all and pinned, which the memory-map partition needs."""
     Tensor = torch_module.Tensor

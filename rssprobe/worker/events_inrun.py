@@ -91,4 +91,4 @@ class InRunEvents:
         del old
         gc.collect()
         model, groups, _params = training.build_model(w.scenario)
-        w.engine = training.initialize(model, groups, w.spec["deepspeed_config"])
+        w.engine = training.initialize(model, groups, w.deepspeed_config())

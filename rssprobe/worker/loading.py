@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..contract.workerscenario import WorkerScenario
+
 DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 
 
@@ -76,7 +78,7 @@ def measured(worker: Any, how: str, call: Any, checkpoint: str | None = None) ->
     return result
 
 
-def load(worker: Any, scenario: dict[str, Any], ds_config: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], int]:
+def load(worker: Any, scenario: WorkerScenario, ds_config: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], int]:
     """(model, optimizer param groups, unique parameters) of a scenario that loads its checkpoint. The Hugging Face
     DeepSpeed config is made before from_pretrained or after it, as [model.from_pretrained] hf_ds_config says; it
     is kept alive on the worker (transformers holds it by a weak reference)."""
@@ -84,7 +86,10 @@ def load(worker: Any, scenario: dict[str, Any], ds_config: dict[str, Any]) -> tu
     from transformers import AutoModelForCausalLM
     from transformers.integrations import HfDeepSpeedConfig
 
-    options = scenario["model"]["from_pretrained"]
+    m = scenario["model"]
+    options = m["from_pretrained"] if m["kind"] == "transformers" else None
+    if options is None or "path" not in options:  # the orchestrator writes the checkpoint and sets its path
+        raise ValueError("model.load = \"checkpoint\" without the checkpoint's path in worker.json")
     path = options["path"]
     # torch_dtype: what every release takes (transformers 5 calls it dtype and still reads torch_dtype), so the
     # same worker loads under transformers 4.x and 5.x (a version axis)

@@ -41,6 +41,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..contract.workerscenario import ScriptSpec
 from . import census, loading, models, saves, steptotal
 from .events_inrun import InRunEvents
 from .sites import SiteRecorder
@@ -72,11 +73,11 @@ def where_it_raised(exc: BaseException, path: Path) -> str:
 class ScriptRun:
     def __init__(self, worker: Any) -> None:
         self.w = worker
-        spec = worker.scenario["script"]
+        spec: ScriptSpec = worker.scenario["script"]  # every key filled by the orchestrator (config/scenario.py)
         self.path = Path(spec["path"])
-        self.args = [str(a) for a in spec.get("args") or []]
-        self.sha256 = spec.get("sha256")
-        self.steps_wanted: int | None = spec.get("stop_after")
+        self.args = [str(a) for a in spec["args"]]
+        self.sha256 = spec["sha256"]
+        self.steps_wanted: int | None = spec["stop_after"]
         self.recorder: SiteRecorder | None = None
         self.inrun: InRunEvents | None = None
         self.baselined = False

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ..contract.workerscenario import WorkerScenario
 from . import opreuse
 
 
@@ -77,15 +78,15 @@ def load_pin_memory(on_compile: Callable[[str], None]) -> bool:
 ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "silu": "SiLU", "tanh": "Tanh"}  # scenario name -> torch.nn class
 
 
-def build_model(scenario: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], int]:
+def build_model(scenario: WorkerScenario) -> tuple[Any, list[dict[str, Any]], int]:
     """(model, optimizer param groups, parameter count). The orchestrator resolved model.layers."""
     import torch
 
-    m = scenario["model"]
-    if m["kind"] == "transformers":
-        from . import models
+    from . import models
 
+    if models.kind(scenario) == "transformers":
         return models.build(scenario)
+    m = models.linear_model(scenario)
     torch.manual_seed(scenario["seed"])
     width = m["width"]
     activation = m["activation"]
@@ -128,7 +129,7 @@ def _checkpointed_class() -> Any:
     return Checkpointed
 
 
-def input_dtype(scenario: dict[str, Any]) -> Any:
+def input_dtype(scenario: WorkerScenario) -> Any:
     import torch
 
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[scenario["precision"]]
@@ -142,7 +143,7 @@ def initialize(model: Any, groups: list[dict[str, Any]], ds_config: dict[str, An
     return engine
 
 
-def estimator_cpu_bytes(params: int, ranks_per_node: int = 1, nodes: int = 1, stage: int = 2,
+def estimator_cpu_bytes(params: int, ranks_per_node: int = 1, nodes: int = 1, *, stage: int,
                         offload_param: bool = False, largest_layer_params: int = 0,
                         zero_init: bool = False) -> int | None:
     """DeepSpeed's own host-memory estimate with CPU optimizer offload: absolute bytes for a whole node
