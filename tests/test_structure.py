@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rssprobe"
 # The layers, lowest first: a module may import its own layer and the layers below it, never one above.
 # A key is the first name under rssprobe/ (a top-level module or a package).
 LAYERS: list[set[str]] = [
-    {"__init__", "contract", "errors", "log", "verdicts", "data", "scenarios"},
+    {"__init__", "contract", "errors", "log", "verdicts", "kinds", "data", "scenarios"},
     {"store"},
     {"config"},
     {"analysis"},
@@ -32,7 +32,8 @@ LAYERS: list[set[str]] = [
 # Rooms with a narrower door than their layer: what they may import (rssprobe's own names only).
 ONLY: dict[str, set[str]] = {
     # reporters render: they sit beside the workflows but read only figures, verdicts and the contract
-    "reporters": {"reporters", "analysis", "contract", "verdicts", "errors"},
+    # and the kinds' table (rssprobe/kinds.py: which view renders which result)
+    "reporters": {"reporters", "analysis", "contract", "verdicts", "kinds", "errors"},
     # the worker runs inside the training process: the contract and itself
     "worker": {"worker", "contract"},
 }

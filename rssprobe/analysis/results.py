@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from .. import kinds
+
 
 class RunSummary(TypedDict):
     """`rssprobe show RUN --format json`: one rank of one run (analysis/summary.py: Summary.as_dict)."""
@@ -331,14 +333,9 @@ class BisectCommits(_Bisect, _BisectCompared):
     commits: list[dict[str, Any]]
 
 
-# kind -> its TypedDict (a class; typed Any: mypy has no type for "some TypedDict class")
-DECLARED: dict[str, Any] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,
-                            "comparison": Comparison, "side": SideDescription,
-                            "figure comparison": FigureComparison, "estimate": Estimate,
-                            "matrix": MatrixTable, "plan": PlanTable, "matrix-list": MatrixListing,
-                            "plan-list": PlanListing, "sweep comparison": SweepComparison, "limits": GateLimits,
-                            "merge": Merged, "bisect versions": BisectVersions,
-                            "bisect components": BisectComponents, "bisect commits": BisectCommits}
+# result kind -> its TypedDict (a class; typed Any: mypy has no type for "some TypedDict class"): the kinds and the
+# class each names are rssprobe/kinds.py's
+DECLARED: dict[str, Any] = {k.name: globals()[k.declared] for k in kinds.RESULTS}
 
 
 def undeclared(kind: str, data: dict[str, Any]) -> tuple[list[str], list[str]]:

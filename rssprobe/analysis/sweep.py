@@ -118,6 +118,11 @@ class Sweep:
         return cast(ScaleSweep, {"answer": answers.sweep(out), **out})
 
 
+def table(ref: str | Path) -> ScaleSweep:
+    """What `show DIR` prints of a size sweep (its kind's table: rssprobe/kinds.py)."""
+    return Sweep.load(ref).as_dict()
+
+
 def fit_row(f: fitting.Fit) -> dict[str, Any]:
     return {"figure": f.figure, "slope_bytes_per_param": f.slope_bytes_per_param,
             "slope_interval_bytes_per_param": f.slope_interval, "fixed_bytes": f.fixed_bytes,

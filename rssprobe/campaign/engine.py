@@ -189,7 +189,7 @@ class Campaign:
         """The index's entries: these, each with the state a previous invocation stored for it (by its key),
         and, sharded, the shard that owns it. `positions` (of `total`): where each entry stands in the whole
         campaign's order, when `fresh` is a selection of it (a plan without its optional values)."""
-        name, key = index_file.ENTRIES[self.kind]
+        name, key = index_file.members_key(self.kind)
         stored = {e[key]: e for e in self.index.get(name, [])}
         places = positions if positions is not None else list(range(len(fresh)))
         entries = []
@@ -210,13 +210,13 @@ class Campaign:
 
     def add_entry(self, key: str) -> None:
         """An entry for the group `key` unless it has one (a bisect's rounds are known only as it goes)."""
-        name, field = index_file.ENTRIES[self.kind]
+        name, field = index_file.members_key(self.kind)
         entries = self.index.setdefault(name, [])
         if not any(e[field] == key for e in entries):
             entries.append({field: key, "status": Status.PENDING})
 
     def entry(self, key: str) -> dict[str, Any]:
-        name, field = index_file.ENTRIES[self.kind]
+        name, field = index_file.members_key(self.kind)
         return next(e for e in self.index[name] if e[field] == key)
 
     def update(self, key: str, **fields: Any) -> None:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from .. import kinds
 from ..analysis import answers, metrics, stats
 from ..analysis.compare import Side
 from ..analysis.results import MatrixListing, MatrixTable
@@ -125,12 +126,12 @@ def not_done(cells_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table(directory: Path) -> MatrixTable:
     """The matrix's table: every cell's state, versions, figures and effects."""
-    c = Campaign.read(directory, "matrix")
+    c = Campaign.read(directory, kinds.MATRIX.name)
     data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e.get("transformers"),
                                                    e.get("accelerate"), e["allocator"]))
     out = {"matrix": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
-    return cast(MatrixTable, {"answer": answers.campaign("matrix", out), **out})
+    return cast(MatrixTable, {"answer": answers.campaign(kinds.MATRIX.name, out), **out})
 
 
 # ---- running it ---------------------------------------------------------------------------------------------
@@ -217,8 +218,9 @@ def run(m: MatrixRequest) -> Outcome:
     # every cell's per-run preflight (the native pin's lock limit included), before any directory or cell
     request.check_all((_planned(m, cell, spec, scen, specs, worker_python) for cell in all_cells), libraries=False)
     if m.dry_run:
-        return Outcome("matrix-list", _listing(all_cells, directory, m.options.runs, shard))
-    c = Campaign.open(directory, "matrix", definition, m.fresh, shard)  # refused here: no note before the error
+        return Outcome(str(kinds.MATRIX.listing), _listing(all_cells, directory, m.options.runs, shard))
+    # refused here: no note before the error
+    c = Campaign.open(directory, kinds.MATRIX.name, definition, m.fresh, shard)
     if m.options.malloc_env:
         say("glibc fixed for every run: " + " ".join(f"{k}={v}" for k, v in m.options.malloc_env.items())
             + " (--malloc-env overrides)")
@@ -227,7 +229,7 @@ def run(m: MatrixRequest) -> Outcome:
     c.save()
     interrupted = _run_cells(m, all_cells, c, scen, spec, specs, worker_python)
     data = table(directory)
-    return Outcome("matrix", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
+    return Outcome(kinds.MATRIX.name, data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
 def _options(m: MatrixRequest, cell: Cell, specs: dict[str, list[str]]) -> RunOptions:
@@ -256,7 +258,7 @@ def _run_cells(m: MatrixRequest, all_cells: list[Cell], c: Campaign, scen: scena
         return made
 
     return c.run_cells([engine.Cell(cell.id, m.options.runs, f"cell {cell.id}", start(cell)) for cell in all_cells],
-                       "matrix", m.retry_failed)
+                       kinds.MATRIX.name, m.retry_failed)
 
 
 def _listing(all_cells: list[Cell], directory: Path, repeat: int, shard: Shard | None) -> MatrixListing:

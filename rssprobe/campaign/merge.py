@@ -19,17 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import kinds
 from ..analysis import results
 from ..contract.files import FORMAT_KEY, FORMAT_VERSION
 from ..contract.status import Status
 from ..errors import UserError
 from ..store import campaign as index_file
-from ..store import claim, layout, outputs, reader
+from ..store import claim, outputs, reader
 from ..store.rundir import GroupDir
 from ..store.writer import now_iso, write_bytes_atomic, write_json_atomic
 from .engine import OTHER_SHARD, Campaign, normal
-
-MERGEABLE = ("matrix", "plan", "scale")
 
 
 @dataclass
@@ -89,16 +88,17 @@ def _unreadable(group: Path, e: OSError) -> None:
 
 
 def _write(out: Path, sources: dict[str, tuple[Campaign, dict[str, Any]]], index: dict[str, Any],
-           plan_file: Path | None) -> None:
+           marker_file: Path | None) -> None:
     """Every taken group copied into --out and the index written; on any failure --out is emptied again (a
     second merge then finds it as the first one did), and the reason is one line."""
     try:
         for key, (c, _state) in sources.items():
             shutil.copytree(c.directory / key, out / key, symlinks=True, ignore=shutil.ignore_patterns(claim.CLAIM))
-        if plan_file is not None:
-            write_bytes_atomic(out / layout.PLAN_FILE, reader.read_bytes(plan_file))
-        elif index["kind"] == "plan":
-            write_json_atomic(out / layout.PLAN_FILE, {FORMAT_KEY: FORMAT_VERSION})
+        marker = kinds.campaign_kind(index["kind"]).marker  # what tells its kind from another with its index
+        if marker_file is not None:  # a plan's plan.json: the plan it ran
+            write_bytes_atomic(out / marker_file.name, reader.read_bytes(marker_file))
+        elif marker is not None:
+            write_json_atomic(out / marker, {FORMAT_KEY: FORMAT_VERSION})
         index_file.write_index(out, index)
     except (OSError, shutil.Error, UserError) as e:
         claim.clear(out)
@@ -113,8 +113,10 @@ def merge(inputs: list[Path], out: Path) -> Merged:
     _check_out(out, inputs)
     shards = [Campaign.read(d) for d in inputs]
     first = shards[0]
-    if first.kind not in MERGEABLE:
-        raise UserError(f"{first.directory}: a {first.kind} directory; merge joins matrix, plan and scale shards")
+    mergeable = kinds.mergeable()
+    if first.kind not in mergeable:
+        raise UserError(f"{first.directory}: a {first.kind} directory; merge joins "
+                        f"{', '.join(mergeable[:-1])} and {mergeable[-1]} shards")
     for c in shards[1:]:
         if c.kind != first.kind:
             raise UserError(f"{c.directory}: a {c.kind} directory, {first.directory} a {first.kind} one; merge joins "
@@ -162,8 +164,9 @@ def merge(inputs: list[Path], out: Path) -> Merged:
             result.missing.append(key)
         entries.append(merged)
     index = {k: v for k, v in first.index.items() if k not in ("shard", FORMAT_KEY, "updated")}
-    index[index_file.ENTRIES[first.kind][0]] = entries
+    index[index_file.members_key(first.kind)[0]] = entries
     index.update(command=list(sys.argv), merged_from=[str(d) for d in inputs], merged=now_iso())
-    plan_file = first.directory / layout.PLAN_FILE
-    _write(out, sources, index, plan_file if first.kind == "plan" and os.path.lexists(plan_file) else None)
+    marker = kinds.campaign_kind(first.kind).marker
+    _write(out, sources, index, first.directory / marker
+           if marker is not None and os.path.lexists(first.directory / marker) else None)
     return result

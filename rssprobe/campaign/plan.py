@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
+from .. import kinds
 from ..analysis import answers, metrics
 from ..analysis.results import PlanListing, PlanTable
 from ..config import scenario
@@ -82,8 +83,8 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
     directory = out or engine.default_dir(layout.matrix_root(), loaded.path.stem, loaded.definition())
     positions = [loaded.cells.index(c) for c in cells]
     if dry_run:
-        return Outcome("plan-list", _listing(loaded, cells, positions, directory, shard))
-    c = Campaign.open(directory, "plan", loaded.definition(), fresh, shard)
+        return Outcome(str(kinds.PLAN.listing), _listing(loaded, cells, positions, directory, shard))
+    c = Campaign.open(directory, kinds.PLAN.name, loaded.definition(), fresh, shard)
     c.set_entries([{"id": cell.id, **asdict(cell), "status": Status.PENDING} for cell in cells], positions,
                   len(loaded.cells))
     c.index["command"] = list(sys.argv)
@@ -92,7 +93,7 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
                                                      "plan_file": str(loaded.path), "plan": loaded.plan.model_dump()})
     interrupted = _run_cells(cells, c, base, scens, specs, retry_failed, pip)
     data = table(directory)
-    return Outcome("plan", data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
+    return Outcome(kinds.PLAN.name, data, EXIT_INTERRUPTED if interrupted else 1 if data["failed"] else 0)
 
 
 def _options(cell: PlanCell, specs: dict[str, list[str]]) -> RunOptions:
@@ -123,7 +124,7 @@ def _run_cells(cells: list[PlanCell], c: Campaign, base: ScenarioSpec, scens: di
         return made
 
     return c.run_cells([engine.Cell(cell.id, cell.repeat, f"{cell.axis} {cell.value} [{cell.patch}]", start(cell))
-                        for cell in cells], "plan", retry_failed)
+                        for cell in cells], kinds.PLAN.name, retry_failed)
 
 
 def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], directory: Path,
@@ -138,9 +139,9 @@ def _listing(loaded: LoadedPlan, cells: list[PlanCell], positions: list[int], di
 
 def table(directory: Path) -> PlanTable:
     """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
-    c = Campaign.read(directory, "plan")
+    c = Campaign.read(directory, kinds.PLAN.name)
     data = rows(directory, c.entries(), lambda e: (e["torch"], e["deepspeed"], e["allocator"], e["ranks"],
                                                    e.get("scenario"), tuple(e.get("sets") or ())))
     out = {"directory": str(directory), "definition": c.definition, "shard": c.index.get("shard"), "cells": data,
            "failed": [f"{e['id']}: {e.get('error')}" for e in not_done(data)]}
-    return cast(PlanTable, {"answer": answers.campaign("plan", out), **out})
+    return cast(PlanTable, {"answer": answers.campaign(kinds.PLAN.name, out), **out})

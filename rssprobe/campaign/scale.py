@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import kinds
 from ..analysis.sweep import NO_FIT, Sweep
 from ..config import scenario
 from ..config.scenariospec import ScenarioSpec
@@ -147,7 +148,7 @@ def run(directory: Path, definition: dict[str, Any], base: launch.RunRequest, sc
         size_arg: SizeArg | None = None) -> bool:
     """Run every size (of this shard) not yet finished into directory; True if interrupted (Ctrl-C). A script's
     sweep (`size_arg`) names its groups by the option's values and records the parameter counts its runs measure."""
-    c = Campaign.open(directory, "scale", definition, fresh, shard)
+    c = Campaign.open(directory, kinds.SCALE.name, definition, fresh, shard)
     keys = [size_arg.group(v) for v in size_arg.values] if size_arg else \
         [layout.scale_group(s.model.n_params) for s in scens]
     sizes = [{"params": _measured_params(directory / key) if size_arg else s.model.n_params, "dir": key}
@@ -202,4 +203,4 @@ def sweep(sizes: list[float] | SizeArg, s: groups.Start, out: Path | None, fresh
     data = Sweep.load(directory).as_dict()
     say(f"scale directory: {directory}")
     lost = [p for p in data["problems"] if not (shard and p == NO_FIT)]  # a shard may hold one size only
-    return Outcome("scale", data, EXIT_INTERRUPTED if interrupted else 1 if lost else 0)
+    return Outcome(kinds.SCALE.name, data, EXIT_INTERRUPTED if interrupted else 1 if lost else 0)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .. import verdicts
+from .. import kinds, verdicts
 from ..analysis import metrics
 from ..analysis.metrics import PATCH_EFFECTS, columns
 from ..analysis.results import Comparison, GroupView, RunSummary, ScaleSweep
@@ -164,24 +164,19 @@ def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) 
 
 
 def compared(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
-    if kind == "sweeps":
-        scale_comparison(data, fmt, all_sites)
-    else:
-        comparison(data, fmt, all_sites, show_all)
+    """Two runs or groups, or two size sweeps (workflows/inspect.Compared's kind and data)."""
+    view(kind, data, fmt, all_sites, show_all=show_all)
 
 
 def view(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None,
          show_all: bool = False) -> None:
-    """Whatever `show` found: one of run, group, scale, matrix, plan (and their dry-run listings)."""
-    if kind == "run":
-        run(data, fmt, all_sites, log_tail, show_all)
-    elif kind == "group":
-        group(data, fmt)
-    elif kind == "scale":
-        scale(data, fmt, all_sites)
-    else:
-        {"matrix": matrix, "plan": plan, "matrix-list": matrix_list, "plan-list": plan_list,
-         "bisect": bisect}[kind](data, fmt)
+    """Whatever a command found or made, by its result kind: the view rssprobe/kinds.py names for it, given the
+    options it takes."""
+    entry = kinds.result(kind)
+    if entry.view is None:
+        raise ValueError(f"the result kind {kind!r} has no view of its own (rssprobe/kinds.py)")
+    given = {"all_sites": all_sites, "log_tail": log_tail, "show_all": show_all}
+    kinds.load(entry.view)(data, fmt, **{name: given[name] for name in entry.options})
 
 
 def probes_table(data: dict[str, Any]) -> Table:

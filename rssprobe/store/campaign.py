@@ -13,27 +13,20 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import Any
 
+from .. import kinds
 from ..contract.files import FORMAT_KEY, FORMAT_VERSION
 from ..errors import UserError
-from . import layout, reader, upgrade
+from . import reader, upgrade
 from .writer import now_iso, write_json_atomic
-
-KINDS = ("matrix", "plan", "scale", "bisect")
-INDEX = {"matrix": layout.MATRIX_INDEX, "plan": layout.MATRIX_INDEX, "scale": layout.SCALE_INDEX,
-         "bisect": layout.BISECT_DEFINITION}
-# list key, entry key
-ENTRIES = {"matrix": ("cells", "id"), "plan": ("cells", "id"), "scale": ("groups", "dir"), "bisect": ("rounds", "id")}
 
 
 def kind_of(directory: Path) -> str | None:
-    """The kind of campaign a directory holds, from which index lies in it (None: not a campaign)."""
-    if (directory / layout.MATRIX_INDEX).is_file():
-        return "plan" if (directory / layout.PLAN_FILE).is_file() else "matrix"
-    if (directory / layout.SCALE_INDEX).is_file():
-        return "scale"
-    if (directory / layout.BISECT_DEFINITION).is_file():
-        return "bisect"
-    return None
+    """The kind of campaign a directory holds, from which index lies in it, and beside it the marker that tells
+    two kinds with one index apart (None: not a campaign)."""
+    found = [k for k in kinds.CAMPAIGNS if (directory / k.index).is_file()
+             and (k.marker is None or (directory / k.marker).is_file())]
+    found.sort(key=lambda k: k.marker is None)  # a marker that is there decides
+    return found[0].name if found else None
 
 
 def _inside(name: Any) -> bool:
@@ -42,26 +35,23 @@ def _inside(name: Any) -> bool:
         name).parts
 
 
-def _check(path: Path, data: dict[str, Any], kind: str) -> None:
+def _check(path: Path, data: dict[str, Any], kind: kinds.CampaignKind) -> None:
     def damaged(why: str) -> UserError:
         return UserError(f"{path}: damaged ({why})")
 
-    if kind == "scale":
-        members = data.get("groups")
-        if not isinstance(members, list) or not all(isinstance(g, dict) and isinstance(g.get("params"), int)
-                                                    and isinstance(g.get("dir"), str) for g in members):
-            raise damaged("no list of groups with params and dir")
-        for g in members:
-            if not _inside(g["dir"]):
-                raise damaged(f"group dir {g['dir']!r} is outside the scale directory")
-        repeat = data.get("repeat", 1)
-        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
-            raise damaged(f"repeat {repeat!r} is not a count of runs")
-    elif kind in ("matrix", "plan"):
-        cells = data.get("cells")
-        if not isinstance(cells, list) or not all(isinstance(c, dict) and _inside(c.get("id"))
-                                                  and isinstance(c.get("status"), str) for c in cells):
-            raise damaged("no list of cells with id and status")
+    if kind.member_fields:
+        members = data.get(kind.members)
+        if not isinstance(members, list) or not all(
+                isinstance(m, dict) and all(isinstance(m.get(key), typ) and not (typ is int and isinstance(
+                    m.get(key), bool)) for key, typ in kind.member_fields) for m in members):
+            raise damaged(f"no list of {kind.members} with {' and '.join(key for key, _t in kind.member_fields)}")
+        for m in members:
+            if not _inside(m[kind.member_dir]):
+                raise damaged(f"group {kind.member_dir} {m[kind.member_dir]!r} is outside the {kind.name} directory")
+    for key in kind.counts:
+        count = data.get(key, 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise damaged(f"{key} {count!r} is not a count of runs")
     if "definition" in data and not isinstance(data["definition"], dict):
         raise damaged("definition is not an object")
 
@@ -70,16 +60,21 @@ def read_index(directory: Path, kind: str | None = None) -> dict[str, Any]:
     """The index of the campaign in `directory` (of `kind`, or whichever it is); UserError when there is none,
     it is damaged, or it is another kind's."""
     found = kind_of(directory)
+    wanted = kinds.campaign(kind)
     if found is None:
         raise UserError(f"{directory}: not a {kind or 'campaign'} directory (no "
-                        f"{INDEX[kind] if kind else ', '.join(sorted(set(INDEX.values())))})")
-    if kind is not None and found != kind and {found, kind} != {"matrix", "plan"}:
+                        f"{wanted.index if wanted else ', '.join(sorted({k.index for k in kinds.CAMPAIGNS}))})")
+    index_name = kinds.campaign_kind(found).index
+    if wanted is not None and found != kind and wanted.index != index_name:  # one index, two kinds: its kind says
         raise UserError(f"{directory}: a {found} directory, not a {kind} directory")
-    path = directory / INDEX[found]
+    path = directory / index_name
     data = upgrade.index(path, reader.read_json_object(path, f"{found} index", "damaged"), found)
     if kind is not None and data.get("kind", found) != kind:
         raise UserError(f"{directory}: a {data.get('kind')} directory, not a {kind} directory")
-    _check(path, data, data.get("kind", found))
+    stated = data.get("kind", found)
+    if not isinstance(stated, str) or stated not in kinds.CAMPAIGN_NAMES:
+        raise UserError(f"{path}: damaged (kind {str(stated)[:40]!r} is no campaign kind)")
+    _check(path, data, kinds.campaign_kind(stated))
     return data
 
 
@@ -89,15 +84,22 @@ def write_index(directory: Path, data: dict[str, Any]) -> None:
     stamped = {FORMAT_KEY: FORMAT_VERSION, **{k: v for k, v in data.items()
                                                                  if k not in (FORMAT_KEY, "updated")},
                "updated": now_iso()}
-    write_json_atomic(directory / INDEX[data["kind"]], stamped)
+    write_json_atomic(directory / kinds.campaign_kind(data["kind"]).index, stamped)
 
 
 def entries(index: dict[str, Any]) -> list[dict[str, Any]]:
     """The index's group entries (cells, size groups or a bisect's rounds) in their order."""
-    key = ENTRIES.get(index["kind"])
-    return list(index.get(key[0], [])) if key else []
+    name = index.get("kind")
+    return list(index.get(kinds.campaign_kind(name).members, [])) if name in kinds.CAMPAIGN_NAMES else []
 
 
 def entry_dir(index: dict[str, Any], entry: dict[str, Any]) -> str:
     """The directory name (under the campaign directory) of an entry's run group."""
-    return entry[ENTRIES[index["kind"]][1]]
+    return entry[kinds.campaign_kind(index["kind"]).member_dir]
+
+
+def members_key(kind: str) -> tuple[str, str]:
+    """(the index's list of group entries, the key of an entry naming its group's directory) of a kind."""
+    k = kinds.campaign_kind(kind)
+    return k.members, k.member_dir
+

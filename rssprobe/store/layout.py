@@ -15,13 +15,15 @@ import os
 import re
 from pathlib import Path
 
+from .. import kinds
 from ..errors import UserError
 
 GROUP = "group.json"
-MATRIX_INDEX = "matrix.json"  # a matrix's, and a plan's
-PLAN_FILE = "plan.json"  # a plan's directory: the plan it ran
-SCALE_INDEX = "scale.json"
-BISECT_DEFINITION = "definition.json"
+# the campaigns' index files: each kind's entry in rssprobe/kinds.py owns its name
+MATRIX_INDEX = kinds.MATRIX.index  # a matrix's, and a plan's
+PLAN_FILE = str(kinds.PLAN.marker)  # a plan's directory: the plan it ran
+SCALE_INDEX = kinds.SCALE.index
+BISECT_DEFINITION = kinds.BISECT.index
 BISECT_RESULT = "bisect.json"
 ENV_MARKER = ".rssprobe-env.json"
 ENV_OPS = "torch_extensions"  # an environment's own compiled-ops directory, inside the environment

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import kinds
 from ..contract.files import FORMAT_KEY, FORMAT_VERSION, format_of, too_new
 from ..errors import UserError
 from . import layout
@@ -94,10 +95,10 @@ def index(path: Path, data: dict[str, Any], kind: str) -> dict[str, Any]:
 
     def zero_to_one(d: dict[str, Any]) -> dict[str, Any]:
         if path.name == layout.BISECT_DEFINITION:
-            return {"kind": "bisect", "definition": d}
+            return {"kind": kinds.BISECT.name, "definition": d}
         if "kind" not in d:
-            d["kind"] = "plan" if path.name == layout.MATRIX_INDEX and (path.parent / layout.PLAN_FILE).is_file() \
-                else kind
+            d["kind"] = kinds.PLAN.name if path.name == layout.MATRIX_INDEX and (path.parent / layout.PLAN_FILE) \
+                .is_file() else kind
         return d
 
     return _current(_steps({0: zero_to_one}, data, found))

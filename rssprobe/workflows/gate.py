@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import verdicts
+from .. import kinds, verdicts
 from ..analysis import answers, metrics, stats, sweep
 from ..analysis.compare import Side, check_limits, check_metrics, compare
 from ..analysis.metrics import GATED
@@ -47,7 +47,8 @@ class GateRequest:
 
 @dataclass
 class GateResult:
-    """kind: limits (one side against ceilings), runs (two runs or groups), sweeps (two size sweeps)."""
+    """kind: a result kind (rssprobe/kinds.py): limits (one side against ceilings), comparison (two runs or
+    groups), sweep comparison (two size sweeps)."""
 
     kind: str
     verdict: str
@@ -97,7 +98,7 @@ def _against_limits(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
     data = {"verdict": verdict, "problems": problems, "checks": [c.as_dict() for c in checks], "side": side.name,
             "limits": str(g.limits)}
     data = {"answer": answers.limits(data), **data}
-    return GateResult("limits", verdict, data, [(c.metric, c.verdict, c.reason) for c in checks])
+    return GateResult(kinds.LIMITS.name, verdict, data, [(c.metric, c.verdict, c.reason) for c in checks])
 
 
 def _problems(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -110,12 +111,12 @@ def _sweeps(g: GateRequest) -> GateResult:
     result = sweep.compare(g.reference, g.candidate, g.metrics or GATED, g.threshold, force=g.force).as_dict()
     cases = [(f"{c['figure']} {part}", c[part]["verdict"], c[part]["reason"])
              for c in result["comparisons"] for part in ("slope", "fixed")]
-    return GateResult("sweeps", result["verdict"], result, cases + _problems(result))
+    return GateResult(kinds.SWEEP_COMPARISON.name, result["verdict"], result, cases + _problems(result))
 
 
 def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
-    if g.reference and g.candidate and "scale" in (campaign.kind_of(Path(g.reference)),
-                                                   campaign.kind_of(Path(g.candidate))):
+    if g.reference and g.candidate and any((k := kinds.campaign(campaign.kind_of(Path(ref)))) and k.compared
+                                           for ref in (g.reference, g.candidate)):
         return _sweeps(g)
     if g.reference and g.candidate:
         a, b = Side.load(g.reference), Side.load(g.candidate)
@@ -141,7 +142,7 @@ def _against_reference(g: GateRequest, spec: ScenarioSpec | None) -> GateResult:
     # the gate's own answer: its word and exit code first (only gated figures decide), then diff's lead
     result["answer"] = answers.comparison({k: v for k, v in result.items() if k != "answer"}, gate_first=True)
     cases = [_case(c) for group in result["comparisons"].values() for c in group]
-    return GateResult("runs", result["verdict"], result, cases + _problems(result))
+    return GateResult(kinds.COMPARISON.name, result["verdict"], result, cases + _problems(result))
 
 
 def _case(c: dict[str, Any]) -> tuple[str, str, str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import kinds
 from ..analysis import stats
 from ..analysis.metrics import GATED
 from ..analysis.summary import Summary
@@ -52,11 +53,9 @@ def steps_table(run: RunDir, summary: Summary) -> pd.DataFrame:
 
 
 def _members(ref: str) -> list[RunDir]:
-    kind = campaign.kind_of(Path(ref))
-    if kind == "scale":
-        return Sweep.load(ref).runs()
-    if kind in ("matrix", "plan"):
-        index = campaign.read_index(Path(ref), kind)
+    kind = kinds.campaign(campaign.kind_of(Path(ref)))
+    if kind is not None and kind.table is not None:  # a campaign shown whole: every run of every group
+        index = campaign.read_index(Path(ref), kind.name)
         groups = [Path(ref) / campaign.entry_dir(index, e) for e in campaign.entries(index)]
         return [r for g in groups if GroupDir.is_group(g) for r in GroupDir(g).runs()]
     return resolve_runs(ref)[1]
@@ -86,7 +85,7 @@ def collect(refs: list[str], out: Path | None = None, html_file: Path | None = N
         for run in _members(ref):  # a group, a sweep or a campaign contributes every member run
             if run.path.resolve() not in {r.path.resolve() for r, _i in runs}:
                 runs.append((run, i))
-    sweeps = [Sweep.load(r) for r in refs if campaign.kind_of(Path(r)) == "scale"]
+    sweeps = [Sweep.load(r) for r in refs if (k := kinds.campaign(campaign.kind_of(Path(r)))) and k.compared]
     compared = None
     if len(refs) == 2 and not any(campaign.kind_of(Path(r)) for r in refs):  # two runs or groups: diff first
         compared = inspect.refs(refs[0], refs[1], stats.THRESHOLD, stats.ALPHA, True, GATED,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ... import verdicts
+from ... import kinds, verdicts
 from ...analysis import answers, metrics, stats
 from ...analysis.compare import Side, compare
 from ...analysis.summary import summarise
@@ -67,7 +67,7 @@ class Runner:
         definition = {**definition, **self.spec.identity(), "repeat": self.repeat,
                       "malloc_env": self.malloc_env}
         resumed = (self.root / layout.BISECT_DEFINITION).is_file() and not fresh
-        self.campaign = Campaign.open(self.root, "bisect", definition, fresh)
+        self.campaign = Campaign.open(self.root, kinds.BISECT.name, definition, fresh)
         self.campaign.save()
         if resumed:
             say(f"resuming in {self.root} (finished rounds are reused; --fresh starts over)")
@@ -85,7 +85,7 @@ class Runner:
             return self.request(label, patches, python[0], out, python[1]), {}
 
         self.campaign.add_entry(rel)
-        self.campaign.run_cells([Cell(rel, self.repeat, f"{label}, round {len(rounds) + 1}", start)], "bisect",
+        self.campaign.run_cells([Cell(rel, self.repeat, f"{label}, round {len(rounds) + 1}", start)], kinds.BISECT.name,
                                 run_group=lambda req, n, _text: GroupDir(run_group(req, n)).statuses())
         if not GroupDir.is_group(self.root / rel):  # the round could not start: the search cannot go on
             raise UserError(str(self.campaign.entry(rel).get("error") or f"{rel}: no runs"))
@@ -163,4 +163,4 @@ class Runner:
                 "alpha": self.alpha, "root": str(self.root)}
         data = {"answer": answers.bisect(data), **data}
         write_json_atomic(self.root / layout.BISECT_RESULT, data)
-        return Outcome("bisect", data)
+        return Outcome(kinds.BISECT.name, data)
