@@ -34,7 +34,7 @@ from ..contract.glibc import STEADY_MALLOC_ENV
 from ..contract.status import Status
 from ..errors import UserError
 from ..log import say
-from ..run import envs, host, launch, preflight, request
+from ..run import envs, host, launch, request
 from ..store import layout
 from ..store.rundir import GroupDir
 from . import engine
@@ -189,7 +189,6 @@ def run(m: MatrixRequest) -> Outcome:
     shard = Shard.parse(m.shard)
     spec = m.spec.with_(trim_at_end=True)
     scen = spec.load()
-    preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     # the version axes parsed strictly, once (run/envs/spec.axis_values): an empty value or one given twice is one
     # line, and a library's clone that is not one, before any environment or run
     axes = {"torch": envs.axis_values("--torch", m.torch), "deepspeed": envs.axis_values("--deepspeed", m.deepspeed),
@@ -207,8 +206,9 @@ def run(m: MatrixRequest) -> Outcome:
         raise UserError(f"--allocator {unknown[0]}: unknown allocator (known: {', '.join(ALLOCATORS)})")
     specs = patch_specs(scen, axes["patch"])
     worker_python = envs.resolve_python(None, m.options.python)[0] if m.options.python else None
-    # once, before any cell (a cell of another torch is asked again when it starts)
-    preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(axes["torch"]) or [None], worker_python)
+    # once, before any environment or cell, as run does: a model that cannot fit, an allocator setting a torch of
+    # the axis does not take (a cell of another torch is asked again when it starts)
+    request.check_scenarios([scen], torches=list(axes["torch"]) or [None], python=worker_python)
     definition = {**spec.identity(), "repeat": m.options.runs, "python": worker_python, **axes,
                   **{name: given for name, given in libraries.items() if given},
                   **({"malloc_env": m.options.malloc_env} if m.options.malloc_env else {})}

@@ -29,7 +29,7 @@ from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..contract.files import FORMAT_KEY, FORMAT_VERSION
 from ..contract.status import Status
 from ..log import say
-from ..run import envs, host, launch, preflight, request
+from ..run import envs, host, launch, request
 from ..store import layout
 from ..store.writer import write_json_atomic
 from . import engine
@@ -73,9 +73,8 @@ def run(loaded: LoadedPlan, out: Path | None, optional: frozenset[str], dry_run:
         for name in claim.metrics:
             metrics.check(f"{loaded.path}: claim {claim.what!r}:", name.removeprefix("-"),
                           next(iter(scens.values())))
-    for scen in scens.values():  # every cell must fit this machine before the first one runs
-        preflight.check_machine(scen, out)
-        preflight.check_alloc_conf_for(scen.torch_alloc_conf, [c.torch for c in cells])
+    # every cell must fit this machine, and its torch take the allocator setting, before the first one runs
+    request.check_scenarios(scens.values(), out, [c.torch for c in cells])
     specs = patch_specs(next(iter(scens.values())), settings.patches)
     for cell in cells:  # a missing allocator library is one line naming its package, before anything runs
         host.allocator_library(cell.allocator_name)

@@ -31,7 +31,7 @@ from ..contract.exitcodes import EXIT_INTERRUPTED
 from ..errors import UserError
 from ..log import say
 from ..run import group as groups
-from ..run import launch, preflight, request
+from ..run import launch, request
 from ..store import layout, reader
 from ..store.layout import SCALE_INDEX
 from ..store.rundir import GroupDir
@@ -94,8 +94,7 @@ class SizeArg:
 def script_scenarios(spec: ScenarioSpec, size: SizeArg) -> list[scenario.Scenario]:
     """One script run configuration per value of the script's size option (its parameter count is measured)."""
     scens = spec.load_each([{"script_args": (*(spec.script_args or ()), size.flag, v)} for v in size.values])
-    for scen in scens:
-        preflight.check_machine(scen)
+    request.check_scenarios(scens)
     return scens
 
 
@@ -104,8 +103,7 @@ def size_scenarios(spec: ScenarioSpec, sizes: list[float],
     """One scenario per size (its model.params), sorted; two sizes that build one model are refused. `read`: the
     spec's scenario file as the caller read it (ScenarioSpec.load_each)."""
     scens = spec.load_each([{"params": size} for size in sizes], read)
-    for scen in scens:  # the largest size must fit before the smallest one runs
-        preflight.check_machine(scen)
+    request.check_scenarios(scens)  # the largest size must fit before the smallest one runs
     by_params: dict[int, float] = {}
     for size, scen in zip(sizes, scens, strict=True):
         n = scen.model.n_params

@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..log import say
 from ..store.layout import runs_root
 from ..store.rundir import GroupDir
-from . import envs, launch, preflight, request
+from . import envs, launch, request
 from .progress import RunProgress
 
 __all__ = ["STEADY_MALLOC_ENV", "Start", "build_request", "exit_code", "order", "run_group", "run_groups",
@@ -114,7 +114,7 @@ def default_label(s: Start, scen: Scenario, patch_label: str) -> str:
 def build_request(s: Start) -> launch.RunRequest:
     """The run request of what `run` (and `scale`, per size) was asked for; bad input is a UserError."""
     scen = s.spec.load()
-    preflight.check_machine(scen, s.out or runs_root())
+    request.check_scenarios([scen], s.out or runs_root())  # before an environment is built for it
     o = s.options
     patch_label, specs = patchsets.resolve(scen, s.baseline, s.patched, list(o.patches))
     overlay.read_diffs(list(o.patch_files))  # a diff that cannot be used fails before a run directory exists

@@ -5,6 +5,7 @@ Every command that runs something (run, scale, gate, matrix, plan, bisect, prepa
 its requests with `make`, from the ScenarioSpec it was asked for and the RunOptions bundle: what a campaign cell
 varies (its patches, allocator, glibc knobs, repeat) is a changed copy of the options, never a field filled by
 hand. `rerun_argv` derives the `rssprobe run` command line a campaign's group records from the request itself.
+`check_scenarios` runs what needs no per-run fact (the machine, the allocator setting per torch) once per campaign;
 `check_all` runs the per-run preflight (run/launch.check: sites, alloc conf, versions, the native pin's DeepSpeed
 and lock limit, the launcher) of every cell of a campaign before its first cell runs or any directory is made; a
 cell whose environment is built only when it starts gets the checks that need no Python of its own (the pin's
@@ -69,6 +70,24 @@ class Planned:
     req: launch.RunRequest
     built: bool = True
     deepspeed: str | None = None
+
+
+def check_scenarios(scens: Iterable[Scenario], where: Path | None = None,
+                    torches: Iterable[str | None] | None = None, python: str | None = None) -> None:
+    """THE preflight that needs no per-run fact, once per campaign (each distinct scenario once), before any
+    environment, directory or run: the machine (memory, ranks, time, the disk under `where`, the cache roots) and,
+    given `torches` (every torch the campaign's cells run; None in it: this Python's, or `python`'s), the torch
+    allocator setting for each (a release whose environment is not built yet is judged from the table, and asked
+    again when its cell starts). `torches` None: the setting is checked per run, in the run's own Python
+    (launch.check), as for `run --env` before its environment exists. Every command that runs something calls it
+    first (run, scale, gate, matrix, plan, bisect); the per-run rest is check_all's."""
+    versions = None if torches is None else list(dict.fromkeys(torches)) or [None]
+    seen_confs: set[str | None] = set()
+    for scen in {id(s): s for s in scens}.values():
+        preflight.check_machine(scen, where)
+        if versions is not None and scen.torch_alloc_conf not in seen_confs:
+            seen_confs.add(scen.torch_alloc_conf)
+            preflight.check_alloc_conf_for(scen.torch_alloc_conf, versions, python)
 
 
 def check_all(cells: Iterable[Planned | launch.RunRequest], libraries: bool = True) -> None:

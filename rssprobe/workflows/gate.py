@@ -23,7 +23,7 @@ from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..errors import UserError
 from ..run import group as groups
-from ..run import launch, preflight, request
+from ..run import launch, request
 from ..store import campaign, outputs
 
 
@@ -71,7 +71,7 @@ def _side(g: GateRequest, spec: ScenarioSpec, scen: scenario.Scenario, label: st
 def _preflight(scen: scenario.Scenario, reqs: list[launch.RunRequest], patch_files: list[Path]) -> None:
     """Every side's per-run preflight (run/request.check_all: sites, alloc conf, the native pin's lock limit, ...)
     before the first side runs for minutes."""
-    preflight.check_machine(scen)
+    request.check_scenarios([scen])
     overlay.read_diffs(patch_files)
     request.check_all(reqs)
 

@@ -12,7 +12,7 @@ from ...config.scenariospec import ScenarioSpec
 from ...contract.glibc import STEADY_MALLOC_ENV
 from ...errors import UserError
 from ...log import say
-from ...run import envs, host, preflight, request
+from ...run import envs, host, request
 from ...store import layout, outputs
 from ..matrix import Outcome
 from . import git
@@ -53,14 +53,15 @@ def bisect(b: BisectRequest) -> Outcome:
     if b.deepspeed_src is not None:  # the user's checkout: nothing this bisect writes lands in it
         outputs.note(b.deepspeed_src)
     scen = b.spec.with_(trim_at_end=True).load()
-    preflight.check_machine(scen)  # as run does: a model that cannot fit is refused before any environment or run
     ds, torch = envs.axis_values("--deepspeed", b.deepspeed), envs.axis_values("--torch", b.torch)
     libraries = {name: envs.axis_values(f"--{name}", getattr(b, name)) for name in envs.LIBRARIES}
     if b.components is not None and any(libraries.values()):
         given = next(name for name, values in libraries.items() if values)
         raise UserError(f"--{given} beside --components: a components bisect runs one environment (--env or "
                         "--python); bisect the versions on their own")
-    preflight.check_alloc_conf_for(scen.torch_alloc_conf, list(torch) or [None], b.options.python)
+    # as run does: a model that cannot fit, or an allocator setting no torch of the bisect takes, is refused before
+    # any environment or run
+    request.check_scenarios([scen], torches=list(torch) or [None], python=b.options.python)
     if b.components is not None:
         components(b.components)  # an empty or unknown set fails before any note or run
     if b.limits is not None:  # read now, not by the first step's gate after minutes of runs
