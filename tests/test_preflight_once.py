@@ -18,8 +18,9 @@ from rssprobe.run import preflight, request
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "rssprobe"
-# est-pkg splits this module this round; its two calls (the patch pair, the alloc conf) move to request with it
-NOT_YET = {"rssprobe/workflows/estimate.py"}
+# est-pkg splits this module into a package this round (either form is let through until then); its two calls (the
+# patch pair, the alloc conf) move to run/request with it
+NOT_YET = "rssprobe/workflows/estimate"
 
 
 def _preflight_calls(path: Path) -> list[int]:
@@ -33,7 +34,8 @@ def test_only_the_run_seam_calls_the_preflight_checks() -> None:
     run/preflight.py; nothing above them does."""
     callers = {str(p.relative_to(ROOT)): lines for p in sorted(PACKAGE.rglob("*.py"))
                if (lines := _preflight_calls(p))}
-    assert set(callers) - NOT_YET == {"rssprobe/run/request.py", "rssprobe/run/launch.py"}, callers
+    assert {c for c in callers if not c.startswith(NOT_YET)} == {"rssprobe/run/request.py", "rssprobe/run/launch.py"}, \
+        callers
 
 
 def test_a_model_that_cannot_fit_is_refused_once_for_the_campaign() -> None:
