@@ -5,13 +5,54 @@ users script against, so its keys are declared once, here, with their types (Typ
 dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these keys, so a key added, renamed
 or dropped in a producer fails there before it reaches a user's script).
 
-Nested figures stay dicts keyed by figure name (`metrics`, `budget`, ...): their names are data (analysis/metrics.py
-and the site and role lists), not fields.
+Nested rows and parts whose keys are fixed are declared too (analysis/resultparts.py); figures stay dicts keyed by
+figure name (`metrics`, a cell's `figures`, ...): their names are data (analysis/metrics.py and the site and role
+lists), not fields.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
+
+from .resultparts import (
+    AcrossRow,
+    Budget,
+    Calibration,
+    CensusTime,
+    Change,
+    DeepSpeedFormula,
+    Difference,
+    EstimatePhase,
+    EstimateTarget,
+    EventFigures,
+    FitRow,
+    GlibcMalloc,
+    Growth,
+    Intervention,
+    Lead,
+    LimitCheck,
+    Load,
+    Lock,
+    MatrixCell,
+    MatrixListCell,
+    ModelInfo,
+    Node,
+    NodeRam,
+    PhaseFigures,
+    PinFix,
+    Pinned,
+    PlanCell,
+    PlanListCell,
+    Provision,
+    RankRow,
+    SaveFigures,
+    Script,
+    Site,
+    SweepFigureComparison,
+    SweepGroup,
+    Versions,
+    Zero,
+)
 
 
 class RunSummary(TypedDict):
@@ -25,44 +66,44 @@ class RunSummary(TypedDict):
     error: str | None
     exit_after_end: str | None
     scenario: str | None
-    zero: dict[str, Any]
-    zero3_gathered: dict[str, Any] | None
+    zero: Zero
+    zero3_gathered: dict[str, Any] | None  # point -> its counts
     steps_done: int
     steps_requested: int
-    script: dict[str, Any] | None
+    script: Script | None
     params: int | None
-    model: dict[str, Any] | None
-    versions: dict[str, Any] | None
+    model: ModelInfo | None
+    versions: Versions | None
     allocator: str | None
     malloc_env: dict[str, str] | None
-    glibc_malloc: dict[str, Any] | None
+    glibc_malloc: GlibcMalloc | None
     accelerator: str | None
     cuda: str | None
     baseline_rss_bytes: int | None
-    phases: dict[str, Any]
-    budget: dict[str, Any] | None
-    budgets: list[dict[str, Any]]
-    census_times: list[dict[str, Any]]
-    sites: list[dict[str, Any]]
-    site_status: dict[str, Any]
+    phases: dict[str, PhaseFigures | None]  # phase -> its figures
+    budget: Budget | None
+    budgets: list[Budget]
+    census_times: list[CensusTime]
+    sites: list[Site]
+    site_status: dict[str, str]  # site -> present, absent, ...
     sites_first_step_only: list[str]
     sites_steady: str
-    interventions: list[dict[str, Any]]
+    interventions: list[Intervention]
     never_took_effect: list[str]
     metrics: dict[str, float]
-    events: dict[str, Any]
-    growth: dict[str, Any] | None
-    pinned: dict[str, Any] | None
+    events: dict[str, EventFigures]  # event name -> its figures
+    growth: Growth | None
+    pinned: Pinned | None
     step_events: dict[str, Any]
     native: dict[str, Any] | None
     memray: bool
     world_size: int
     rank: int
     partition_params: int | None
-    ranks: list[dict[str, Any]] | None
-    node: dict[str, Any] | None
-    load: dict[str, Any] | None
-    saves: dict[str, Any] | None  # save kind (and "final") -> its figures on this rank (analysis/saves.py)
+    ranks: list[RankRow] | None
+    node: Node | None
+    load: Load | None
+    saves: dict[str, SaveFigures] | None  # save kind (and "final") -> its figures on this rank (analysis/saves.py)
     mean_step_time_s: float | None
 
 
@@ -79,7 +120,7 @@ class GroupView(TypedDict):
     repeat: int
     started: str
     runs: list[RunSummary]
-    across: list[dict[str, Any]]
+    across: list[AcrossRow]
 
 
 class ScaleSweep(TypedDict):
@@ -100,12 +141,12 @@ class ScaleSweep(TypedDict):
     options: dict[str, Any]
     definition: dict[str, Any]
     command: list[str]
-    groups: list[dict[str, Any]]
+    groups: list[SweepGroup]
     sizes_run: list[Any]
     problems: list[str]
     other_shards: list[Any]
     runs_in_fit: int
-    fit: list[dict[str, Any]]
+    fit: list[FitRow]
 
 
 class SideDescription(TypedDict):
@@ -121,7 +162,7 @@ class SideDescription(TypedDict):
     patches: dict[str, Any]  # intervention -> how often it fired, per run
     allocator: str | None
     malloc_env: dict[str, str] | None
-    versions: dict[str, Any] | None
+    versions: Versions | None
     never_took_effect: list[str]
 
 
@@ -156,8 +197,8 @@ class Comparison(TypedDict):
     problems: list[str]
     gated: list[str]
     same_runs: bool  # A and B are the same runs (the same directories, or the same run ids and start times)
-    lead: dict[str, Any]  # the lead's figures assessed together (analysis/effects.py Family.as_dict)
-    differences: list[dict[str, Any]]
+    lead: Lead  # the lead's figures assessed together (analysis/effects.py Family.as_dict)
+    differences: list[Difference]
     comparisons: dict[str, list[FigureComparison]]
 
 
@@ -167,32 +208,32 @@ class Estimate(TypedDict):
 
     format: int
     answer: list[str]
-    target: dict[str, Any]
+    target: EstimateTarget
     rank: dict[str, Any]
     node: dict[str, Any]
     steps: int
     fits: dict[str, Any]
     checks: list[dict[str, Any]]
-    fixes: list[dict[str, Any]]
+    fixes: list[PinFix]
     extrapolation: float
     far: bool
-    phases: list[dict[str, Any]]
-    provision: dict[str, Any]
-    node_ram: dict[str, Any]
-    changes: list[dict[str, Any]]
-    lock: dict[str, Any] | None
+    phases: list[EstimatePhase]
+    provision: Provision
+    node_ram: NodeRam
+    changes: list[Change]
+    lock: Lock | None
     deepspeed_estimate_bytes: float | None
     deepspeed_estimate_rank_bytes: float | None
     deepspeed_estimator: str | None
-    deepspeed_formula: dict[str, Any]
-    deepspeed_formula_rows: list[dict[str, Any]]  # ZeRO-3: zero_init=0 and =1, the target's marked
+    deepspeed_formula: DeepSpeedFormula
+    deepspeed_formula_rows: list[DeepSpeedFormula]  # ZeRO-3: zero_init=0 and =1, the target's marked
     assumptions: list[str]  # the job as the trainer runs it (config/trainerjob.py)
-    other_way: dict[str, Any] | None  # ZeRO-3: the estimate with zero.Init the other way
+    other_way: Estimate | None  # ZeRO-3: the estimate with zero.Init the other way
     versions: dict[str, Any]
     measured_terms: dict[str, str]
     predicted_terms: dict[str, str]
     notes: list[str]
-    calibration: dict[str, Any]
+    calibration: Calibration
 
 
 class MatrixTable(TypedDict):
@@ -205,7 +246,7 @@ class MatrixTable(TypedDict):
     matrix: str
     definition: dict[str, Any]
     shard: str | None
-    cells: list[dict[str, Any]]
+    cells: list[MatrixCell]
     failed: list[str]  # "cell-id: why", the cells that did not finish
 
 
@@ -217,7 +258,7 @@ class PlanTable(TypedDict):
     directory: str
     definition: dict[str, Any]
     shard: str | None
-    cells: list[dict[str, Any]]
+    cells: list[PlanCell]
     failed: list[str]
 
 
@@ -227,7 +268,7 @@ class MatrixListing(TypedDict):
     matrix: str
     repeat: int
     shard: str | None
-    cells: list[dict[str, Any]]
+    cells: list[MatrixListCell]
 
 
 class PlanListing(TypedDict):
@@ -237,7 +278,7 @@ class PlanListing(TypedDict):
     directory: str
     shard: str | None
     not_selected: list[str]
-    cells: list[dict[str, Any]]
+    cells: list[PlanListCell]
 
 
 class SweepComparison(TypedDict):
@@ -253,7 +294,7 @@ class SweepComparison(TypedDict):
     slope_threshold_bytes_per_param: float
     fixed_threshold_bytes: float
     level: float
-    comparisons: list[dict[str, Any]]  # figure, gated, slope and fixed (each a delta, its interval, a verdict)
+    comparisons: list[SweepFigureComparison]  # figure, gated, slope and fixed (each a delta, its interval, a verdict)
 
 
 class GateLimits(TypedDict):
@@ -263,7 +304,7 @@ class GateLimits(TypedDict):
     answer: list[str]
     verdict: str
     problems: list[str]
-    checks: list[dict[str, Any]]
+    checks: list[LimitCheck]
     side: str
     limits: str
 
