@@ -8,6 +8,7 @@ hidden by it. Figures keep the precision the tables show (B/param to 2 decimals,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .. import verdicts
@@ -115,7 +116,7 @@ def lead_words(metric: str) -> str:
     return LEAD_WORDS.get(metric) or words(metric)
 
 
-def interval_text(e: dict[str, Any]) -> str:
+def interval_text(e: Mapping[str, Any]) -> str:
     """'-3.16 [-6.43, +0.11]', '+0.00, exact': a change with its simultaneous interval, as every display prints it."""
     if e["exact"]:
         return f"{e['delta']:+.2f}, exact"

@@ -389,11 +389,11 @@ class LeadEffect(TypedDict, total=False):
     gated: bool
     n_a: int
     n_b: int
-    mean_a: float | None
-    mean_b: float | None
+    mean_a: float
+    mean_b: float
     sd_a: float | None
     sd_b: float | None
-    delta: float | None
+    delta: float
     low: float | None
     high: float | None
     exact: bool
@@ -430,9 +430,9 @@ class SweepPart(TypedDict, total=False):
 
     figure: str
     part: str
-    a: float | None
-    b: float | None
-    delta: float | None
+    a: float
+    b: float
+    delta: float
     interval: float | None
     dof: int
     threshold: float
@@ -476,7 +476,7 @@ class EstimateTarget(TypedDict, total=False):
     nodes: int
     world_size: int
     accelerator: str
-    pin_memory: dict[str, Any]
+    pin_memory: EstimatePinMemory
     pinned_via: str
     torch_alloc_conf: str | None
 
@@ -527,7 +527,7 @@ class DeepSpeedFormula(TypedDict, total=False):
     copies_bytes: int
     states_bytes: int
     deciding: str
-    deepspeed_bytes: int
+    deepspeed_bytes: float | None
     matches_target: bool
     reconciled: str
 
@@ -618,3 +618,89 @@ class Versions(TypedDict, total=False):
     glibc: str | None
     transformers: str | None
     accelerate: str | None
+
+
+class SizeRun(TypedDict, total=False):
+    """One size of a sweep as it ran (analysis/sweep.py): its group, its runs and how many finished."""
+
+    params: int
+    group: str
+    runs: int
+    ok: int
+
+
+
+class _EstimateFigures(TypedDict, total=False):
+    """An estimate's figures for one rank or the node (workflows/estimate.py): each ROW of estimateviews as
+    `<key>_bytes` with its interval (`_low`, `_high`) and floor; `wide` names those whose interval is wider than
+    the figure, `roles` the live buffers by role."""
+
+    wide: list[str]
+    steady_rss_bytes: float
+    steady_rss_bytes_low: float | None
+    steady_rss_bytes_high: float | None
+    steady_rss_bytes_floor: float | None
+    peak_rss_bytes: float
+    peak_rss_bytes_low: float | None
+    peak_rss_bytes_high: float | None
+    peak_rss_bytes_floor: float | None
+    initialize_peak_bytes: float
+    initialize_peak_bytes_low: float | None
+    initialize_peak_bytes_high: float | None
+    initialize_peak_bytes_floor: float | None
+    initialize_model_copy_bytes: float
+    initialize_model_copy_bytes_low: float | None
+    initialize_model_copy_bytes_high: float | None
+    initialize_model_copy_bytes_floor: float | None
+    initialize_state_bytes: float
+    initialize_state_bytes_low: float | None
+    initialize_state_bytes_high: float | None
+    initialize_state_bytes_floor: float | None
+    step_peak_bytes: float
+    step_peak_bytes_low: float | None
+    step_peak_bytes_high: float | None
+    step_peak_bytes_floor: float | None
+    checkpoint_save_bytes: float
+    checkpoint_save_bytes_low: float | None
+    checkpoint_save_bytes_high: float | None
+    checkpoint_save_bytes_floor: float | None
+    checkpoint_load_bytes: float
+    checkpoint_load_bytes_low: float | None
+    checkpoint_load_bytes_high: float | None
+    checkpoint_load_bytes_floor: float | None
+    pinned_slack_bytes: float
+    pinned_slack_bytes_low: float | None
+    pinned_slack_bytes_high: float | None
+    pinned_slack_bytes_floor: float | None
+    fixed_bytes: float
+    fixed_bytes_low: float | None
+    fixed_bytes_high: float | None
+    fixed_bytes_floor: float | None
+    roles: dict[str, float]
+    live_bytes: float
+
+
+class RankEstimate(_EstimateFigures, total=False):
+    baseline_bytes: float
+    partition_params: int
+    pinned_requested_bytes: float
+    pinned_held_bytes: float
+    pin_requests: int
+    initialize_peak_is: str
+    per_param_residual_bytes_per_param: float
+
+
+class NodeEstimate(_EstimateFigures, total=False):
+    ranks: int
+
+
+class EstimateVersions(TypedDict, total=False):
+    """The versions an estimate is for, and the calibration's."""
+
+    estimate_for: Versions
+    calibration: Versions
+
+
+class EstimatePinMemory(TypedDict, total=False):
+    offload_optimizer: bool | None
+    offload_param: bool | None

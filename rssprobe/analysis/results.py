@@ -12,7 +12,7 @@ lists), not fields.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, final
 
 from .resultparts import (
     AcrossRow,
@@ -24,6 +24,7 @@ from .resultparts import (
     Difference,
     EstimatePhase,
     EstimateTarget,
+    EstimateVersions,
     EventFigures,
     FitRow,
     GlibcMalloc,
@@ -37,6 +38,7 @@ from .resultparts import (
     MatrixListCell,
     ModelInfo,
     Node,
+    NodeEstimate,
     NodeRam,
     PhaseFigures,
     PinFix,
@@ -44,10 +46,12 @@ from .resultparts import (
     PlanCell,
     PlanListCell,
     Provision,
+    RankEstimate,
     RankRow,
     SaveFigures,
     Script,
     Site,
+    SizeRun,
     SweepFigureComparison,
     SweepGroup,
     Versions,
@@ -142,7 +146,7 @@ class ScaleSweep(TypedDict):
     definition: dict[str, Any]
     command: list[str]
     groups: list[SweepGroup]
-    sizes_run: list[Any]
+    sizes_run: list[SizeRun]
     problems: list[str]
     other_shards: list[Any]
     runs_in_fit: int
@@ -209,11 +213,11 @@ class Estimate(TypedDict):
     format: int
     answer: list[str]
     target: EstimateTarget
-    rank: dict[str, Any]
-    node: dict[str, Any]
+    rank: RankEstimate
+    node: NodeEstimate
     steps: int
-    fits: dict[str, Any]
-    checks: list[dict[str, Any]]
+    fits: dict[str, dict[str, float]]  # fitted term -> its slope, intercept, noise
+    checks: list[str]  # where the calibration's own records disagree with the partition arithmetic
     fixes: list[PinFix]
     extrapolation: float
     far: bool
@@ -229,7 +233,7 @@ class Estimate(TypedDict):
     deepspeed_formula_rows: list[DeepSpeedFormula]  # ZeRO-3: zero_init=0 and =1, the target's marked
     assumptions: list[str]  # the job as the trainer runs it (config/trainerjob.py)
     other_way: Estimate | None  # ZeRO-3: the estimate with zero.Init the other way
-    versions: dict[str, Any]
+    versions: EstimateVersions
     measured_terms: dict[str, str]
     predicted_terms: dict[str, str]
     notes: list[str]
@@ -339,9 +343,10 @@ class _Bisect(TypedDict):
 
 
 class _BisectCompared(TypedDict, total=False):
-    comparison: dict[str, Any]
+    comparison: Comparison
 
 
+@final  # final: a key only one mode has tells the modes apart (`"commits" in data` narrows the union)
 class BisectVersions(_Bisect, _BisectCompared):
     probes: list[dict[str, Any]]
     axis: str
@@ -359,10 +364,12 @@ class _CulpritFound(TypedDict, total=False):
     tests: list[dict[str, Any]]
 
 
+@final
 class BisectComponents(_Bisect, _BisectCompared, _CulpritFound):
     probes: list[dict[str, Any]]
 
 
+@final
 class BisectCommits(_Bisect, _BisectCompared):
     good: str
     bad: str
@@ -371,6 +378,9 @@ class BisectCommits(_Bisect, _BisectCompared):
     verdicts: list[Any]
     commits: list[dict[str, Any]]
 
+
+# a bisect's result, whichever its mode (the reporters' one entry for it)
+Bisect = BisectVersions | BisectComponents | BisectCommits
 
 # kind -> its TypedDict (a class; typed Any: mypy has no type for "some TypedDict class")
 DECLARED: dict[str, Any] = {"run": RunSummary, "group": GroupView, "scale": ScaleSweep,

@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import verdicts
+from ..analysis.results import GateLimits
 from . import markdown
 from .output import emit
 from .show import comparison, comparison_markdown, scale_comparison
 from .table import Table
 
 
-def _limits(data: dict[str, Any], fmt: str) -> str:
+def _limits(data: GateLimits, fmt: str) -> str:
     table = Table(f"Ceilings from {data['limits']} (bytes per parameter)", ["figure", "limit", "values", "verdict"],
                   [[c["metric"], f"{c['limit']:.2f}", ", ".join(f"{v:.2f}" for v in c["values"]) or "n/a",
                     c["verdict"]] for c in data["checks"]])
@@ -24,7 +25,7 @@ def _limits(data: dict[str, Any], fmt: str) -> str:
     return markdown.render(lines, [table], data["answer"])
 
 
-def show(kind: str, data: dict[str, Any], fmt: str, show_all: bool = False) -> str:
+def show(kind: str, data: Any, fmt: str, show_all: bool = False) -> str:
     """Print a gate's result (workflows.gate.GateResult's kind and data); the markdown for the job summary."""
     if kind == "limits":
         return _limits(data, fmt)
