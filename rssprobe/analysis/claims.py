@@ -28,8 +28,7 @@ from ..store.rundir import GroupDir
 from . import metrics, stats
 from .compare import Side
 
-PR_FIGURES = ("steady.rss", "peak", "budget.rss_above_baseline", "budget.rss_after_trim_above_baseline",
-              "budget.live", "part.glibc_free_resident")
+PR_FIGURES = metrics.shown(metrics.CLAIMS)  # the registry's (Metric.shown)
 PARTS = ("pr8132.float-scale", "pr8132.malloc-trim")
 __all__ = ["BASELINE", "ClaimsReport", "Config", "claim_rows", "claim_samples", "collect", "configs", "value"]
 

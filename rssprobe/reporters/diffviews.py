@@ -15,8 +15,6 @@ from ..analysis.resultparts import LeadEffect
 from ..analysis.results import Comparison, FigureComparison, SideDescription
 from .table import Table, bpp
 
-# the key table's rows, in this order, where the comparison has them; then every other figure that moved
-KEY = ("budget.rss_after_trim_above_baseline", "budget.live", "init.rss", "first_step.rss", "steady.rss", "peak")
 GROUP_TITLES = {
     "phases": "Phases and budget",
     "roles": "Live-buffer roles (census) and ZeRO-3 gathered weights",

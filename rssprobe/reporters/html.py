@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TypedDict
 
+from .. import verdicts
 from ..analysis.results import Comparison, RunSummary
 from ..contract.status import Status
 from . import diffviews, views
@@ -46,11 +47,7 @@ td:first-child{white-space:pre}td.num{text-align:right;font-variant-numeric:tabu
 tr:nth-child(even) td{background:#fafafa}.note{color:#666;font-size:12px;margin:0 0 1em}
 """
 LEAD_CHART = "change"  # a comparison's change chart comes right under the answer (plots.comparison_chart)
-# the page's colour follows the comparison's verdict (rssprobe.verdicts' words); a page of runs is "info"
-VERDICT_CLASS = {"regression": "regression", "improvement": "improvement", "same": "pass", "pass": "pass",
-                 "~": "not-significant", "undecided": "undecided"}
-VERDICT_KICKER = {"regression": "Regression", "improvement": "Improvement", "pass": "No gated change",
-                  "same": "No gated change", "~": "Not significant: undecided", "undecided": "Undecided"}
+# the page's colour follows the comparison's verdict (rssprobe.verdicts' TABLE: css, kicker); a page of runs is "info"
 
 
 class SectionHead(TypedDict, total=False):
@@ -150,8 +147,9 @@ def figure(chart: Chart) -> str:
 
 def answer_banner(answer: list[str], verdict: str | None, failed: int) -> str:
     """The page's first screen: the answer, coloured by the verdict (or red when a run did not finish)."""
-    kind = "failed" if failed and verdict is None else VERDICT_CLASS.get(verdict or "", "info")
-    kicker = VERDICT_KICKER.get(verdict or "", "Runs did not finish" if failed else "What these runs hold")
+    meaning = verdicts.TABLE.get(verdict or "")  # the verdict's banner: its class and word (rssprobe/verdicts.py)
+    kind = "failed" if failed and verdict is None else meaning.css if meaning else "info"
+    kicker = meaning.kicker if meaning else "Runs did not finish" if failed else "What these runs hold"
     first, *rest = answer or ["(no answer: nothing was measured)"]
     return "\n".join([f'<header class="answer {kind}" id="answer">', f'<div class="kicker">{escape(kicker)}</div>',
                       f'<p class="lead">{escape(first)}</p>', *(f"<p>{escape(x)}</p>" for x in rest), "</header>"])

@@ -19,6 +19,7 @@ import pandas as pd
 if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn: every command imports this module, few draw
     from matplotlib.figure import Figure
 
+from ..analysis import metrics
 from ..analysis.resultparts import Budget
 from ..analysis.results import Comparison, RunSummary
 from ..analysis.stats import THRESHOLD
@@ -313,7 +314,7 @@ def _colors(n: int) -> list[Any]:
 
 
 # A size sweep's headline figures, plotted against model size with their fitted lines.
-FIT_FIGURES = ("steady.rss", "peak", "budget.rss_after_trim_above_baseline", "budget.live", "budget.unexplained")
+FIT_FIGURES = metrics.shown(metrics.FIT_CHART)  # the registry says which are charted (Metric.shown)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..analysis import metrics
 from ..analysis.metrics import short_name
 from ..analysis.resultparts import Budget, Site
 from ..analysis.results import GroupView, RunSummary
@@ -227,10 +228,9 @@ def interventions_table(s: RunSummary) -> Table | None:
     return t
 
 
-RANK_FIGURES = ("init.rss", "steady.rss", "peak", "budget.live", "role.fp32_master", "role.fp32_grad",
-                "role.adam_exp_avg", "role.adam_exp_avg_sq", "role.bit16_params")
-# ZeRO-3's own roles, shown when a rank has them
-STAGE3_RANK_FIGURES = ("role.bit16_partitions", "role.grad_partitions", "role.gathered_params")
+# the registry's figures for the table of ranks (Metric.shown), then its roles; ZeRO-3's own when a rank has them
+RANK_FIGURES = (*metrics.shown(metrics.PER_RANK), *(f"role.{r}" for r in metrics.RANK_ROLES))
+STAGE3_RANK_FIGURES = tuple(f"role.{r}" for r in metrics.STAGE3_RANK_ROLES)
 
 
 # Ranks a terminal or markdown table lists one by one (CSV and JSON list every rank): 65,536 rows help no one,
