@@ -38,17 +38,22 @@ class Meaning:
     bisect: Answer  # when the sought change is an increase
     mark: str  # a table cell
     words: str  # the verdict sentence of a report
+    css: str  # the report page's answer banner: its class (its colour)
+    kicker: str  # and the word above the answer
 
 
 TABLE: dict[str, Meaning] = {
-    REGRESSION: Meaning(1, "failure", "moved", "REGRESSION", "B needs more host memory than A"),
-    IMPROVEMENT: Meaning(0, "passed", "same", "improvement", "B needs less host memory than A"),
-    SAME: Meaning(0, "passed", "same", "", "no figure differs"),
+    REGRESSION: Meaning(1, "failure", "moved", "REGRESSION", "B needs more host memory than A", "regression",
+                        "Regression"),
+    IMPROVEMENT: Meaning(0, "passed", "same", "improvement", "B needs less host memory than A", "improvement",
+                         "Improvement"),
+    SAME: Meaning(0, "passed", "same", "", "no figure differs", "pass", "No gated change"),
     NOT_SIGNIFICANT: Meaning(125, "skipped", "undecided", "~ (not significant)",
-                             "a change past the threshold that the repeats cannot confirm: run more repeats"),
-    UNDECIDED: Meaning(125, "skipped", "undecided", "undecided", "the data cannot decide"),
+                             "a change past the threshold that the repeats cannot confirm: run more repeats",
+                             "not-significant", "Not significant: undecided"),
+    UNDECIDED: Meaning(125, "skipped", "undecided", "undecided", "the data cannot decide", "undecided", "Undecided"),
     # the gate's word for a whole comparison, or a ceiling, where nothing that decides differs
-    PASS: Meaning(0, "passed", "same", "pass", "no figure differs"),
+    PASS: Meaning(0, "passed", "same", "pass", "no figure differs", "pass", "No gated change"),
 }
 VERDICTS: tuple[str, ...] = tuple(TABLE)
 # A figure that does not decide is shown with its direction only (raw RSS moves with glibc noise).

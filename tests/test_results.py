@@ -96,12 +96,36 @@ def outputs(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             **_campaigns(tmp_path_factory.mktemp("campaigns"))}
 
 
+def nested_undeclared(value: Any, hint: Any, where: str) -> list[str]:
+    """The keys of `value`'s nested rows and parts (at any depth) that their declared TypedDict lacks
+    (analysis/resultparts.py), each named by where it is: 'run.pinned.rows[0].new_key'."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    out: list[str] = []
+    for option in options:
+        origin, args = typing.get_origin(option), typing.get_args(option)
+        if isinstance(value, dict) and typing.is_typeddict(option):
+            hints = typing.get_type_hints(option)
+            out += [f"{where}.{key}" for key in value if key not in hints]
+            for key, item in value.items():
+                if key in hints:
+                    out += nested_undeclared(item, hints[key], f"{where}.{key}")
+        elif isinstance(value, list) and origin is list and args:
+            for i, item in enumerate(value):
+                out += nested_undeclared(item, args[0], f"{where}[{i}]")
+        elif isinstance(value, dict) and origin is dict and len(args) == 2:
+            for key, item in value.items():
+                out += nested_undeclared(item, args[1], f"{where}[{key!r}]")
+    return out
+
+
 def assert_declared(kind: str, data: dict[str, Any]) -> None:
-    """`data` has exactly the keys its kind declares, each value of its declared type (tests/test_bisect.py too)."""
+    """`data` has exactly the keys its kind declares, each value of its declared type, and its nested rows no key
+    their declarations lack (tests/test_bisect.py too)."""
     assert results.undeclared(kind, data) == ([], [])
     hints = typing.get_type_hints(results.DECLARED[kind])
     wrong = {key: type(value).__name__ for key, value in data.items() if not _kind_ok(value, hints[key])}
     assert wrong == {}
+    assert nested_undeclared(data, results.DECLARED[kind], kind) == []
 
 
 # a bisect's real outputs need tests/test_bisect.py's fake groups and git history: held there, in the tests that
@@ -121,3 +145,10 @@ def test_the_bisect_results_are_held_where_they_are_made() -> None:
 
 def test_a_key_a_producer_adds_is_named() -> None:
     assert results.undeclared("side", {"name": "a", "new": 1})[0] == ["new"]
+
+
+def test_a_key_a_producer_adds_to_a_nested_row_is_named() -> None:
+    run = {"pinned": {"rows": [{"role": "x", "new": 1}], "totals": {"alive": 1}}, "events": {"ckpt": {"each": [
+        {"step": 1, "later": 2}]}}, "ranks": None}
+    assert nested_undeclared(run, results.RunSummary, "run") == ["run.pinned.rows[0].new",
+                                                                  "run.events['ckpt'].each[0].later"]

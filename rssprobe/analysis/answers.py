@@ -8,6 +8,7 @@ hidden by it. Figures keep the precision the tables show (B/param to 2 decimals,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .. import verdicts
@@ -18,7 +19,7 @@ from . import metrics
 
 MiB = 2**20
 # the figures an answer names first, in this order, when a comparison has them (the gated ones lead)
-LEAD = ("budget.rss_after_trim_above_baseline", "budget.live")
+LEAD = metrics.shown(metrics.LEAD)  # the figures the answer names first: the registry's
 # the raw-RSS figures a reader of a memory PR asks about next, named when they move (informative)
 RAW = ("init.rss", "first_step.rss", "steady.rss", "peak", "steady.glibc_free", "budget.rss_above_baseline")
 MOST_NAMED = 3  # an answer names at most this many figures of one kind, then "and N more"
@@ -103,19 +104,15 @@ def _firing(r: dict[str, Any]) -> str | None:
     return " ".join(sentences) or None
 
 
-# the lead's words for its figures (analysis/effects.py FAMILY), as a reviewer says them
-LEAD_WORDS = {
-    "budget.live": "DeepSpeed's live buffers", "budget.rss_after_trim_above_baseline": "RSS after a final trim",
-    "init.rss": "RSS after deepspeed.initialize", "first_step.rss": "RSS after the first step",
-    "steady.rss": "steady RSS", "peak": "the peak",
-}
+# the lead's words for its figures (analysis/effects.py FAMILY), as a reviewer says them: the registry's (Metric.words)
+LEAD_WORDS = metrics.WORDS
 
 
 def lead_words(metric: str) -> str:
     return LEAD_WORDS.get(metric) or words(metric)
 
 
-def interval_text(e: dict[str, Any]) -> str:
+def interval_text(e: Mapping[str, Any]) -> str:
     """'-3.16 [-6.43, +0.11]', '+0.00, exact': a change with its simultaneous interval, as every display prints it."""
     if e["exact"]:
         return f"{e['delta']:+.2f}, exact"
@@ -344,7 +341,7 @@ def run(s: dict[str, Any]) -> list[str]:
                   f"divided by this model's {size_words(params)} parameters, not a cost per parameter; "
                   f"{scale_command(s)} separates the two. Its peak is {peak:.2f} B/param.")
     rest = _rest(s.get("budget"))
-    trim = m.get("budget.rss_after_trim_above_baseline")
+    trim = m.get(metrics.TRIMMED)
     if rest:
         out.append("The rest, by owner (B/param): " + "; ".join(rest)
                    + (f"; {trim:.2f} remain after a final malloc_trim(0)." if trim is not None else "."))
@@ -389,7 +386,7 @@ def group(data: dict[str, Any]) -> list[str]:
         return [f"{lead}: no run finished, so the group has no figures ({runs[0].get('status')}: "
                 f"{runs[0].get('error')})."]
     figures = [f for f in (fig("budget.rss_above_baseline", "RSS at the end"),
-                           fig("budget.rss_after_trim_above_baseline", "after a final trim"),
+                           fig(metrics.TRIMMED, "after a final trim"),
                            fig("budget.live", "live buffers"), fig("peak", "peak")) if f]
     out = [f"{lead}: {', '.join(figures)} B/param above the pre-model baseline (mean ± sd of the runs)."]
     if len(ok) < len(runs):
@@ -411,8 +408,7 @@ def sweep(data: dict[str, Any]) -> list[str]:
     sizes = [g for g in data.get("sizes_run", []) if g.get("ok")]
     span = f"{size_words(min(g['params'] for g in sizes))} to {size_words(max(g['params'] for g in sizes))} " \
         f"parameters, {data.get('runs_in_fit', 0)} runs" if sizes else "no finished size"
-    lead = next((f for f in ("budget.rss_after_trim_above_baseline", "steady.rss", "budget.rss_above_baseline")
-                 if f in fits), None)
+    lead = next((f for f in metrics.shown(metrics.SWEEP_LEAD) if f in fits), None)
     if lead is None:
         return [f"The size sweep of {data.get('scenario_name')} has no fit yet ({span}): it needs two sizes that "
                 "finished."]
@@ -479,7 +475,7 @@ def campaign(kind: str, data: dict[str, Any]) -> list[str]:
     done = [c for c in cells if c["status"] == Status.DONE]
     head = f"The {kind} has {len(cells)} cells, {len(done)} done" + (
         f", {len(data['failed'])} failed" if data.get("failed") else "")
-    gated = "budget.rss_after_trim_above_baseline"
+    gated = metrics.TRIMMED
     effects = [(c, c["effects"][gated]) for c in done if gated in (c.get("effects") or {})]
     levels = [(c, c["figures"][gated]) for c in done if (c.get("figures") or {}).get(gated) is not None]
     if len(levels) > 1 and all(c["patch"] == BASELINE for c in cells):  # nothing patched: no effects either

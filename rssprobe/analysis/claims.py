@@ -17,7 +17,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import verdicts
 from ..config.patchsets import BASELINE
@@ -28,8 +28,7 @@ from ..store.rundir import GroupDir
 from . import metrics, stats
 from .compare import Side
 
-PR_FIGURES = ("steady.rss", "peak", "budget.rss_above_baseline", "budget.rss_after_trim_above_baseline",
-              "budget.live", "part.glibc_free_resident")
+PR_FIGURES = metrics.shown(metrics.CLAIMS)  # the registry's (Metric.shown)
 PARTS = ("pr8132.float-scale", "pr8132.malloc-trim")
 __all__ = ["BASELINE", "ClaimsReport", "Config", "claim_rows", "claim_samples", "collect", "configs", "value"]
 
@@ -95,7 +94,72 @@ def claim_samples(side: Side, claim: Claim) -> list[float]:
     return out
 
 
-def versions(config: Config) -> dict[str, Any]:
+class ClaimVersions(TypedDict):
+    torch: str | None
+    deepspeed: str | None
+    build: str | None  # "CPU build", or a CUDA build run on the CPU; None: not run
+
+
+class ClaimRow(TypedDict):
+    """One configuration's measurement of a claim and its verdict (claim_rows)."""
+
+    configuration: str
+    verdict: str
+    mean: float | None
+    sd: float | None
+    n: int | None
+    versions: ClaimVersions
+    allocator: str
+    ranks: int
+
+
+class Compared(TypedDict):
+    """stats.Comparison.as_dict(): one figure, B against A."""
+
+    metric: str
+    n_a: int
+    n_b: int
+    mean_a: float
+    mean_b: float
+    sd_a: float | None
+    sd_b: float | None
+    delta: float
+    p_increase: float | None
+    p_decrease: float | None
+    verdict: str
+    reason: str
+    interval: float | None
+
+
+class PrFigure(TypedDict):
+    metric: str
+    label: str
+    comparison: Compared
+    interval: float | None
+    gated: bool
+    p: float | None
+
+
+class PrEffect(TypedDict):
+    """The patch's effect in one configuration (patch_effects): how often each part fired, each figure's change."""
+
+    configuration: str
+    fires: dict[str, list[int]]  # part -> its count in each run
+    figures: list[PrFigure]
+
+
+class OpLoad(TypedDict):
+    """A run that compiled DeepSpeed's ops: where, which, and the seconds until they loaded (op_loads)."""
+
+    configuration: str
+    environment: str
+    run: str
+    ops: list[str]
+    seconds: float
+    ccache: bool
+
+
+def versions(config: Config) -> ClaimVersions:
     """The versions a configuration ran (its runs', else its cell's), and whether torch was a CPU build."""
     side = config.sides.get(BASELINE) or next(iter(config.sides.values()), None)
     cell = config.first
@@ -106,9 +170,9 @@ def versions(config: Config) -> dict[str, Any]:
             "build": "CPU build" if "+cpu" in str(v.get("torch")) else "CUDA build, run on the CPU"}
 
 
-def claim_rows(claim: Claim, all_configs: list[Config]) -> list[dict[str, Any]]:
+def claim_rows(claim: Claim, all_configs: list[Config]) -> list[ClaimRow]:
     """Per configuration: its measurement of the claim (baseline runs) and the verdict."""
-    rows = []
+    rows: list[ClaimRow] = []
     for config in all_configs:
         cell = config.first
         side = config.sides.get(BASELINE)
@@ -124,9 +188,9 @@ def claim_rows(claim: Claim, all_configs: list[Config]) -> list[dict[str, Any]]:
     return rows
 
 
-def patch_effects(all_configs: list[Config], patch: str) -> list[dict[str, Any]]:
+def patch_effects(all_configs: list[Config], patch: str) -> list[PrEffect]:
     """Per configuration where both sides ran: fire counts per part, and the effect on each figure."""
-    out = []
+    out: list[PrEffect] = []
     for config in all_configs:
         a, b = config.sides.get(BASELINE), config.sides.get(patch)
         if a is None or b is None:
@@ -135,13 +199,13 @@ def patch_effects(all_configs: list[Config], patch: str) -> list[dict[str, Any]]
         for summary in b.ok:
             for i in summary["interventions"]:
                 counts.setdefault(i["name"], []).append(i["count"])
-        figures = []
+        figures: list[PrFigure] = []
         for metric in PR_FIGURES:
             sa, sb = a.samples(metric), b.samples(metric)
             if not sa or not sb:
                 continue
             c = stats.compare(metric, sa, sb)
-            figures.append({"metric": metric, "label": metrics.label(metric), "comparison": c.as_dict(),
+            figures.append({"metric": metric, "label": metrics.label(metric), "comparison": c.as_dict(),  # a Compared
                             "interval": stats.interval(sa, sb), "gated": metrics.is_gated(metric, metrics.GATED),
                             "p": c.p_decrease if c.delta < 0 else c.p_increase})
         out.append({"configuration": config.label, "fires": {p: counts.get(p, []) for p in PARTS},
@@ -149,9 +213,9 @@ def patch_effects(all_configs: list[Config], patch: str) -> list[dict[str, Any]]
     return out
 
 
-def op_loads(all_configs: list[Config], runs: Path) -> list[dict[str, Any]]:
+def op_loads(all_configs: list[Config], runs: Path) -> list[OpLoad]:
     """Per environment, the first run's time from process start to DeepSpeed's ops loaded, and later runs'."""
-    rows = []
+    rows: list[OpLoad] = []
     for config in all_configs:
         for patch, cell in config.cells.items():
             group = runs / cell.id
@@ -203,10 +267,10 @@ class ClaimsReport:
     runs: Path
     loaded: LoadedPlan
     configs: list[Config]
-    claims: list[tuple[Claim, list[dict[str, Any]]]] = field(default_factory=list)
+    claims: list[tuple[Claim, list[ClaimRow]]] = field(default_factory=list)
     patch: str | None = None
-    effects: list[dict[str, Any]] = field(default_factory=list)
-    op_loads: list[dict[str, Any]] = field(default_factory=list)
+    effects: list[PrEffect] = field(default_factory=list)
+    op_loads: list[OpLoad] = field(default_factory=list)
     wall: tuple[float, float] = (0.0, 0.0)
     machine: str = ""
 

@@ -224,8 +224,7 @@ def compare(a: Side, b: Side, threshold: float = stats.THRESHOLD, alpha: float =
     result = Result(a, b, differences(a, b), comparisons, threshold, alpha, problems, gated, same)
     if not any(result.is_gated(c.metric) for group in comparisons.values() for c in group) and a.ok and b.ok:
         problems.append(f"none of the gated figures ({', '.join(gated)}) was measured in both sides"
-                        + (" (run with --trim-at-end for budget.rss_after_trim_above_baseline)"
-                           if "budget.rss_after_trim_above_baseline" in gated else ""))
+                        + (f" (run with --trim-at-end for {metrics.TRIMMED})" if metrics.TRIMMED in gated else ""))
     return result
 
 

@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from .. import verdicts
-from . import stats
+from . import metrics, stats
 
 # the lead's figures, in the order the lead, the key table and the chart name them: where host RAM is held, from the
 # buffers DeepSpeed allocates to what glibc keeps. RSS after deepspeed.initialize is not among them: a change to the
 # training step cannot move it, and its noise (up to +-3 B/param between identical runs in the issue 43 campaign)
 # would make the family larger and the lead's "unchanged" flip between demos; it stays in the full tables
-FAMILY = ("budget.live", "budget.rss_after_trim_above_baseline", "first_step.rss", "steady.rss", "peak")
+FAMILY = metrics.shown(metrics.FAMILY)  # the registry says which figures lead (Metric.shown)
 MOST_REPEATS = 30  # "--repeat N would": beyond this the answer is "more than 30 repeats a side"
 
 

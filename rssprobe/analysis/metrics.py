@@ -10,6 +10,11 @@ Each entry names a figure or a glob of figures and says
            as opposed to noisy: raw RSS of identical runs differs by up to +-4 B/param from glibc's
            retention (README, "Noise"), which is why only exact figures gate by default
 * headline shown in the phases table of diff and gate and in a group's table, in this order
+* shown    the other views that choose figures, each with the figure's place in it: which figures lead the answer
+           and the key table (LEAD, FAMILY), which are charted (FIT_CHART, VERDICT_CHART), a campaign's columns
+           (MATRIX, EFFECT), the verdict page's (CLAIMS, VERDICT_MOVED), the table of ranks (PER_RANK); shown(view)
+           lists them
+* words    what the answer and the key table call it, as a reviewer says it (else its label)
 
 Summary.metrics() emits through registered() and refuses a name no entry covers; compare's gated figures
 and groups, a matrix's columns, bisect's advice, the ceilings' check and every table select from here.
@@ -44,35 +49,64 @@ class Metric:
     headline: bool = False
     unit: str = B_PER_PARAM
     short: str = ""
+    shown: tuple[tuple[str, int], ...] = ()  # (view, place in it)
+    words: str = ""
 
 
-def _phase(name: str, label: str, short: str = "", headline: bool = True) -> Metric:
-    return Metric(name, label, "phases" if headline else "", headline=headline, short=short or label)
+# The views that choose figures (Metric.shown): what leads and what is charted is the registry's to say
+LEAD = "lead"  # the answer names these first (analysis/answers.py)
+FAMILY = "lead family"  # the lead's figures assessed together: the key table, the change chart (analysis/effects.py)
+FIT_CHART = "fit chart"  # a report's charts of size sweeps (reporters/plots.py)
+VERDICT_CHART = "verdict chart"  # the verdict page's chart of the PR's effect (reporters/verdict.py)
+CLAIMS = "claims"  # the verdict page's figures of each configuration (analysis/claims.py)
+VERDICT_MOVED = "verdict moved"  # the verdict page says in which configurations these moved (reporters/verdict.py)
+MATRIX = "matrix"  # a campaign's table: each cell's figures (campaign/matrix.py, reporters/show.py)
+EFFECT = "patch effect"  # and a patch's effect on these, the low-noise ones
+PER_RANK = "per rank"  # a multi-rank run's table of ranks, before its roles (reporters/views.py)
+SWEEP_LEAD = "sweep lead"  # a size sweep's answer leads with the first of these it fitted (analysis/answers.py)
+# the low-noise figure: RSS after a final malloc_trim(0) above the baseline, gated by default
+TRIMMED = "budget.rss_after_trim_above_baseline"
+
+
+def _phase(name: str, label: str, short: str = "", headline: bool = True, shown: tuple[tuple[str, int], ...] = (),
+           words: str = "") -> Metric:
+    return Metric(name, label, "phases" if headline else "", headline=headline, short=short or label, shown=shown,
+                  words=words)
 
 
 # In order: a name takes the first entry whose pattern matches it; HEADLINE keeps this order.
 _HEADLINE_PHASES = (
-    _phase("init.rss", "RSS after deepspeed.initialize", "init"),
+    _phase("init.rss", "RSS after deepspeed.initialize", "init", shown=((MATRIX, 1), (PER_RANK, 1)),
+           words="RSS after deepspeed.initialize"),
     _phase("init.peak", "peak RSS during deepspeed.initialize"),
-    _phase("first_step.rss", "RSS after the first step", "first step"),
+    _phase("first_step.rss", "RSS after the first step", "first step", shown=((FAMILY, 3), (MATRIX, 2)),
+           words="RSS after the first step"),
     _phase("first_step.peak", "peak RSS in the first step"),
-    _phase("steady.rss", "steady RSS", "steady"),
+    _phase("steady.rss", "steady RSS", "steady", words="steady RSS",
+           shown=((FAMILY, 4), (FIT_CHART, 1), (VERDICT_CHART, 1), (CLAIMS, 1), (MATRIX, 3), (EFFECT, 1),
+                  (PER_RANK, 2), (SWEEP_LEAD, 2), (VERDICT_MOVED, 2))),
     _phase("steady.peak", "peak RSS of the steady steps"),
-    _phase("peak", "peak RSS", "peak"),
+    _phase("peak", "peak RSS", "peak", words="the peak",
+           shown=((FAMILY, 5), (FIT_CHART, 2), (CLAIMS, 2), (MATRIX, 4), (PER_RANK, 3))),
     _phase("steady.glibc_in_use", "glibc in use in the steady steps"),
     _phase("steady.glibc_free", "glibc free-retained in the steady steps"),
 )
 REGISTRY: tuple[Metric, ...] = (
     *_HEADLINE_PHASES,
-    Metric("budget.live", "live buffers", "phases", gated=True, exact=True, headline=True, short="live"),
-    Metric("budget.rss_above_baseline", "RSS at the end", "phases", headline=True),
+    Metric("budget.live", "live buffers", "phases", gated=True, exact=True, headline=True, short="live",
+           shown=((LEAD, 2), (FAMILY, 1), (FIT_CHART, 4), (CLAIMS, 5), (MATRIX, 5), (PER_RANK, 4)),
+           words="DeepSpeed's live buffers"),
+    Metric("budget.rss_above_baseline", "RSS at the end", "phases", headline=True,
+           shown=((CLAIMS, 3), (SWEEP_LEAD, 3))),
     # RSS minus live tensors: runs before the memory-map partition have no other answer; in JSON for them, out of the
     # tables and the gates' lists, where "not attributed" (beyond every part) answers the same question
-    Metric("budget.unexplained", "RSS not explained by live buffers (runs before the memory-map partition)"),
+    Metric("budget.unexplained", "RSS not explained by live buffers (runs before the memory-map partition)",
+           shown=((FIT_CHART, 5),)),
     Metric("budget.glibc_free_retained", "glibc free-retained at the end", "phases", headline=True),
     Metric("budget.not_attributed", "RSS beyond the memory-map parts", "phases", headline=True),
-    Metric("budget.rss_after_trim_above_baseline", "RSS after a final trim", "phases", gated=True, exact=True,
-           headline=True, short="after trim"),
+    Metric(TRIMMED, "RSS after a final trim", "phases", gated=True, exact=True, headline=True, short="after trim",
+           shown=((LEAD, 1), (FAMILY, 2), (FIT_CHART, 3), (VERDICT_CHART, 2), (CLAIMS, 4), (MATRIX, 6), (EFFECT, 2),
+                  (SWEEP_LEAD, 1)), words="RSS after a final trim"),
     Metric("budget.malloc_trim_released", "released by malloc_trim(0) at the end"),
     # the other phase figures: in JSON, gate-able by name, not in the tables
     *(_phase(f"{p}.{k}", f"{p} {k}", headline=False) for p in ("init", "first_step", "steady", "end")
@@ -104,6 +138,8 @@ REGISTRY: tuple[Metric, ...] = (
         ("retained", "RSS a save leaves behind", False),
         ("state_dict", "the consolidated 16-bit state dict a save builds on this rank (storage bytes)", True))),
     Metric("node.save.*", "a save figure, every rank summed (peaks: an upper bound of the node's)", "saves"),
+    # glibc's free chunks that stay resident: the verdict page shows it beside the PR's figures
+    Metric("part.glibc_free_resident", "RSS of a memory-map part", "parts", shown=((CLAIMS, 6), (VERDICT_MOVED, 1))),
     Metric("part.*", "RSS of a memory-map part", "parts"),
     Metric("node.*", "every rank summed (of the whole model's parameters)", "node"),
     *(Metric(f"load.{name}", label) for name, label in (
@@ -124,10 +160,23 @@ GATED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.gated)
 EXACT: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.exact)
 TABLE_GROUPS = ("phases", "roles", "pinned", "parts", "node", "saves", "sites")  # diff's and gate's tables, in order
 PINNED: tuple[str, ...] = tuple(m.pattern for m in REGISTRY if m.group == "pinned")
+
+
+def shown(view: str) -> tuple[str, ...]:
+    """The figures `view` shows (Metric.shown), in its order."""
+    return tuple(name for _place, name in sorted((place, m.pattern) for m in REGISTRY for v, place in m.shown
+                                                 if v == view))
+
+
 # a campaign's table (matrix, plan): each cell's headline figures, and a patch's effect on the low-noise ones
-MATRIX_FIGURES = ("init.rss", "first_step.rss", "steady.rss", "peak", "budget.live",
-                  "budget.rss_after_trim_above_baseline")
-PATCH_EFFECTS = ("steady.rss", "budget.rss_after_trim_above_baseline")
+MATRIX_FIGURES = shown(MATRIX)
+PATCH_EFFECTS = shown(EFFECT)
+# the roles the table of ranks shows after shown(PER_RANK) (ZeRO-3's own, where a rank has them): role names are the
+# contract's (contract/names.py), not registry entries
+RANK_ROLES = ("fp32_master", "fp32_grad", "adam_exp_avg", "adam_exp_avg_sq", "bit16_params")
+STAGE3_RANK_ROLES = ("bit16_partitions", "grad_partitions", "gathered_params")
+# the answer's and the key table's words for a figure (lead_words), as a reviewer says them
+WORDS = {m.pattern: m.words for m in REGISTRY if m.words}
 POINTS = ("init", "first_step", "steady", "end")
 SITE_PHASES = ("init", "first_step", "steady")
 BUDGET = ("live", "rss_above_baseline", "unexplained", "glibc_free_retained", "not_attributed",

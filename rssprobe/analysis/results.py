@@ -5,13 +5,58 @@ users script against, so its keys are declared once, here, with their types (Typ
 dicts, as the JSON is; tests/test_results.py holds real outputs to exactly these keys, so a key added, renamed
 or dropped in a producer fails there before it reaches a user's script).
 
-Nested figures stay dicts keyed by figure name (`metrics`, `budget`, ...): their names are data (analysis/metrics.py
-and the site and role lists), not fields.
+Nested rows and parts whose keys are fixed are declared too (analysis/resultparts.py); figures stay dicts keyed by
+figure name (`metrics`, a cell's `figures`, ...): their names are data (analysis/metrics.py and the site and role
+lists), not fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, final
+
+from .resultparts import (
+    AcrossRow,
+    Budget,
+    Calibration,
+    CensusTime,
+    Change,
+    DeepSpeedFormula,
+    Difference,
+    EstimatePhase,
+    EstimateTarget,
+    EstimateVersions,
+    EventFigures,
+    FitRow,
+    GlibcMalloc,
+    Growth,
+    Intervention,
+    Lead,
+    LimitCheck,
+    Load,
+    Lock,
+    MatrixCell,
+    MatrixListCell,
+    ModelInfo,
+    Node,
+    NodeEstimate,
+    NodeRam,
+    PhaseFigures,
+    PinFix,
+    Pinned,
+    PlanCell,
+    PlanListCell,
+    Provision,
+    RankEstimate,
+    RankRow,
+    SaveFigures,
+    Script,
+    Site,
+    SizeRun,
+    SweepFigureComparison,
+    SweepGroup,
+    Versions,
+    Zero,
+)
 
 from .. import kinds
 
@@ -27,44 +72,44 @@ class RunSummary(TypedDict):
     error: str | None
     exit_after_end: str | None
     scenario: str | None
-    zero: dict[str, Any]
-    zero3_gathered: dict[str, Any] | None
+    zero: Zero
+    zero3_gathered: dict[str, Any] | None  # point -> its counts
     steps_done: int
     steps_requested: int
-    script: dict[str, Any] | None
+    script: Script | None
     params: int | None
-    model: dict[str, Any] | None
-    versions: dict[str, Any] | None
+    model: ModelInfo | None
+    versions: Versions | None
     allocator: str | None
     malloc_env: dict[str, str] | None
-    glibc_malloc: dict[str, Any] | None
+    glibc_malloc: GlibcMalloc | None
     accelerator: str | None
     cuda: str | None
     baseline_rss_bytes: int | None
-    phases: dict[str, Any]
-    budget: dict[str, Any] | None
-    budgets: list[dict[str, Any]]
-    census_times: list[dict[str, Any]]
-    sites: list[dict[str, Any]]
-    site_status: dict[str, Any]
+    phases: dict[str, PhaseFigures | None]  # phase -> its figures
+    budget: Budget | None
+    budgets: list[Budget]
+    census_times: list[CensusTime]
+    sites: list[Site]
+    site_status: dict[str, str]  # site -> present, absent, ...
     sites_first_step_only: list[str]
     sites_steady: str
-    interventions: list[dict[str, Any]]
+    interventions: list[Intervention]
     never_took_effect: list[str]
     metrics: dict[str, float]
-    events: dict[str, Any]
-    growth: dict[str, Any] | None
-    pinned: dict[str, Any] | None
+    events: dict[str, EventFigures]  # event name -> its figures
+    growth: Growth | None
+    pinned: Pinned | None
     step_events: dict[str, Any]
     native: dict[str, Any] | None
     memray: bool
     world_size: int
     rank: int
     partition_params: int | None
-    ranks: list[dict[str, Any]] | None
-    node: dict[str, Any] | None
-    load: dict[str, Any] | None
-    saves: dict[str, Any] | None  # save kind (and "final") -> its figures on this rank (analysis/saves.py)
+    ranks: list[RankRow] | None
+    node: Node | None
+    load: Load | None
+    saves: dict[str, SaveFigures] | None  # save kind (and "final") -> its figures on this rank (analysis/saves.py)
     mean_step_time_s: float | None
 
 
@@ -81,7 +126,7 @@ class GroupView(TypedDict):
     repeat: int
     started: str
     runs: list[RunSummary]
-    across: list[dict[str, Any]]
+    across: list[AcrossRow]
 
 
 class ScaleSweep(TypedDict):
@@ -102,12 +147,12 @@ class ScaleSweep(TypedDict):
     options: dict[str, Any]
     definition: dict[str, Any]
     command: list[str]
-    groups: list[dict[str, Any]]
-    sizes_run: list[Any]
+    groups: list[SweepGroup]
+    sizes_run: list[SizeRun]
     problems: list[str]
     other_shards: list[Any]
     runs_in_fit: int
-    fit: list[dict[str, Any]]
+    fit: list[FitRow]
 
 
 class SideDescription(TypedDict):
@@ -123,7 +168,7 @@ class SideDescription(TypedDict):
     patches: dict[str, Any]  # intervention -> how often it fired, per run
     allocator: str | None
     malloc_env: dict[str, str] | None
-    versions: dict[str, Any] | None
+    versions: Versions | None
     never_took_effect: list[str]
 
 
@@ -158,8 +203,8 @@ class Comparison(TypedDict):
     problems: list[str]
     gated: list[str]
     same_runs: bool  # A and B are the same runs (the same directories, or the same run ids and start times)
-    lead: dict[str, Any]  # the lead's figures assessed together (analysis/effects.py Family.as_dict)
-    differences: list[dict[str, Any]]
+    lead: Lead  # the lead's figures assessed together (analysis/effects.py Family.as_dict)
+    differences: list[Difference]
     comparisons: dict[str, list[FigureComparison]]
 
 
@@ -169,32 +214,32 @@ class Estimate(TypedDict):
 
     format: int
     answer: list[str]
-    target: dict[str, Any]
-    rank: dict[str, Any]
-    node: dict[str, Any]
+    target: EstimateTarget
+    rank: RankEstimate
+    node: NodeEstimate
     steps: int
-    fits: dict[str, Any]
-    checks: list[dict[str, Any]]
-    fixes: list[dict[str, Any]]
+    fits: dict[str, dict[str, float]]  # fitted term -> its slope, intercept, noise
+    checks: list[str]  # where the calibration's own records disagree with the partition arithmetic
+    fixes: list[PinFix]
     extrapolation: float
     far: bool
-    phases: list[dict[str, Any]]
-    provision: dict[str, Any]
-    node_ram: dict[str, Any]
-    changes: list[dict[str, Any]]
-    lock: dict[str, Any] | None
+    phases: list[EstimatePhase]
+    provision: Provision
+    node_ram: NodeRam
+    changes: list[Change]
+    lock: Lock | None
     deepspeed_estimate_bytes: float | None
     deepspeed_estimate_rank_bytes: float | None
     deepspeed_estimator: str | None
-    deepspeed_formula: dict[str, Any]
-    deepspeed_formula_rows: list[dict[str, Any]]  # ZeRO-3: zero_init=0 and =1, the target's marked
+    deepspeed_formula: DeepSpeedFormula
+    deepspeed_formula_rows: list[DeepSpeedFormula]  # ZeRO-3: zero_init=0 and =1, the target's marked
     assumptions: list[str]  # the job as the trainer runs it (config/trainerjob.py)
-    other_way: dict[str, Any] | None  # ZeRO-3: the estimate with zero.Init the other way
-    versions: dict[str, Any]
+    other_way: Estimate | None  # ZeRO-3: the estimate with zero.Init the other way
+    versions: EstimateVersions
     measured_terms: dict[str, str]
     predicted_terms: dict[str, str]
     notes: list[str]
-    calibration: dict[str, Any]
+    calibration: Calibration
 
 
 class MatrixTable(TypedDict):
@@ -207,7 +252,7 @@ class MatrixTable(TypedDict):
     matrix: str
     definition: dict[str, Any]
     shard: str | None
-    cells: list[dict[str, Any]]
+    cells: list[MatrixCell]
     failed: list[str]  # "cell-id: why", the cells that did not finish
 
 
@@ -219,7 +264,7 @@ class PlanTable(TypedDict):
     directory: str
     definition: dict[str, Any]
     shard: str | None
-    cells: list[dict[str, Any]]
+    cells: list[PlanCell]
     failed: list[str]
 
 
@@ -229,7 +274,7 @@ class MatrixListing(TypedDict):
     matrix: str
     repeat: int
     shard: str | None
-    cells: list[dict[str, Any]]
+    cells: list[MatrixListCell]
 
 
 class PlanListing(TypedDict):
@@ -239,7 +284,7 @@ class PlanListing(TypedDict):
     directory: str
     shard: str | None
     not_selected: list[str]
-    cells: list[dict[str, Any]]
+    cells: list[PlanListCell]
 
 
 class SweepComparison(TypedDict):
@@ -255,7 +300,7 @@ class SweepComparison(TypedDict):
     slope_threshold_bytes_per_param: float
     fixed_threshold_bytes: float
     level: float
-    comparisons: list[dict[str, Any]]  # figure, gated, slope and fixed (each a delta, its interval, a verdict)
+    comparisons: list[SweepFigureComparison]  # figure, gated, slope and fixed (each a delta, its interval, a verdict)
 
 
 class GateLimits(TypedDict):
@@ -265,7 +310,7 @@ class GateLimits(TypedDict):
     answer: list[str]
     verdict: str
     problems: list[str]
-    checks: list[dict[str, Any]]
+    checks: list[LimitCheck]
     side: str
     limits: str
 
@@ -300,9 +345,10 @@ class _Bisect(TypedDict):
 
 
 class _BisectCompared(TypedDict, total=False):
-    comparison: dict[str, Any]
+    comparison: Comparison
 
 
+@final  # final: a key only one mode has tells the modes apart (`"commits" in data` narrows the union)
 class BisectVersions(_Bisect, _BisectCompared):
     probes: list[dict[str, Any]]
     axis: str
@@ -320,10 +366,12 @@ class _CulpritFound(TypedDict, total=False):
     tests: list[dict[str, Any]]
 
 
+@final
 class BisectComponents(_Bisect, _BisectCompared, _CulpritFound):
     probes: list[dict[str, Any]]
 
 
+@final
 class BisectCommits(_Bisect, _BisectCompared):
     good: str
     bad: str
@@ -332,6 +380,9 @@ class BisectCommits(_Bisect, _BisectCompared):
     verdicts: list[Any]
     commits: list[dict[str, Any]]
 
+
+# a bisect's result, whichever its mode (the reporters' one entry for it)
+Bisect = BisectVersions | BisectComponents | BisectCommits
 
 # result kind -> its TypedDict (a class; typed Any: mypy has no type for "some TypedDict class"): the kinds and the
 # class each names are rssprobe/kinds.py's

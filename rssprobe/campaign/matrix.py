@@ -5,7 +5,7 @@ Cells run one at a time (memory figures of concurrent runs would disturb each ot
 environment cannot be built is marked failed while the rest goes on. The campaign engine resumes (a
 finished cell is never run again; --fresh starts over) and shards (--shard K/N runs the K-th share of
 the cells). Every run ends with malloc_trim(0), and glibc's mmap threshold is fixed unless --malloc-env
-says otherwise, so the low-noise figure budget.rss_after_trim_above_baseline is in every row.
+says otherwise, so the low-noise figure (RSS after a final trim: metrics.TRIMMED) is in every row.
 
 <matrix root>/<name>/matrix.json indexes the cells; each cell is a run group in <name>/<cell-id>/. The
 table (each cell's headline figures, and each patch's effect against the baseline of the same versions

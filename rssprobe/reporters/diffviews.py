@@ -11,10 +11,10 @@ from typing import Any
 
 from .. import verdicts
 from ..analysis import answers, metrics
+from ..analysis.resultparts import LeadEffect
+from ..analysis.results import Comparison, FigureComparison, SideDescription
 from .table import Table, bpp
 
-# the key table's rows, in this order, where the comparison has them; then every other figure that moved
-KEY = ("budget.rss_after_trim_above_baseline", "budget.live", "init.rss", "first_step.rss", "steady.rss", "peak")
 GROUP_TITLES = {
     "phases": "Phases and budget",
     "roles": "Live-buffer roles (census) and ZeRO-3 gathered weights",
@@ -26,29 +26,28 @@ GROUP_TITLES = {
 }
 
 
-def _p(c: dict[str, Any]) -> float:
+def _p(c: FigureComparison) -> float:
     """The one-sided p in the direction of the change."""
-    p = c["p_increase"] if c["delta"] >= 0 else c["p_decrease"]
+    p = c["p_increase"] if (c["delta"] or 0) >= 0 else c["p_decrease"]
     return 1.0 if p is None else p
 
 
-def _side(c: dict[str, Any], which: str) -> str:
-    mean, sd = c[f"mean_{which}"], c[f"sd_{which}"]
+def _side(mean: float | None, sd: float | None) -> str:
     return f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
 
 
-def _verdict(c: dict[str, Any], short: bool = False) -> str:
+def _verdict(c: FigureComparison, short: bool = False) -> str:
     """A figure's verdict as a cell; `short` where the row's name says whether it is gated (the key table)."""
     if short and not c["gated"] and c["verdict"] in verdicts.DIRECTION:
         return verdicts.DIRECTION[c["verdict"]]
     return verdicts.mark(c["verdict"], c["gated"]) or verdicts.SAME
 
 
-def side_heading(side: dict[str, Any], letter: str) -> str:
+def side_heading(side: SideDescription, letter: str) -> str:
     return f"{letter}: {side['label']} ({side['ok']} run{'s' if side['ok'] != 1 else ''})"
 
 
-def header_lines(r: dict[str, Any]) -> list[str]:
+def header_lines(r: Comparison) -> list[str]:
     """What was compared, and how a change is decided (the legend as a sentence), then the warnings."""
     a, b = r["a"], r["b"]
     params = f", {a['params']:,} parameters" if a.get("params") else ""
@@ -60,17 +59,18 @@ def header_lines(r: dict[str, Any]) -> list[str]:
     return lines + [f"WARNING: {p}" for p in r["problems"]]
 
 
-def _named(side: dict[str, Any]) -> str:
+def _named(side: SideDescription) -> str:
     return side["name"] if side["name"] == side["label"] else f"{side['name']} [{side['label']}]"
 
 
-def _row(c: dict[str, Any], name: str, short: bool = False) -> list[str]:
+def _row(c: FigureComparison, name: str, short: bool = False) -> list[str]:
     decidable = c["p_increase"] is not None
-    return [name, _side(c, "a"), _side(c, "b"), bpp(c["delta"], True), f"{_p(c):.3f}" if decidable else "n/a",
+    return [name, _side(c["mean_a"], c["sd_a"]), _side(c["mean_b"], c["sd_b"]), bpp(c["delta"], True),
+            f"{_p(c):.3f}" if decidable else "n/a",
             _verdict(c, short)]
 
 
-def _columns(r: dict[str, Any], first: str) -> list[str]:
+def _columns(r: Comparison, first: str) -> list[str]:
     return [first, side_heading(r["a"], "A"), side_heading(r["b"], "B"), "B - A", "p", "verdict"]
 
 
@@ -81,16 +81,15 @@ def _joined(text: str, compact: bool) -> str:
     return text.replace(" ", NBSP) if compact else text
 
 
-def _effect_p(e: dict[str, Any]) -> str:
+def _effect_p(e: LeadEffect) -> str:
     return "exact" if e["exact"] else ("n/a" if e["p_adjusted"] is None else f"{e['p_adjusted']:.3f}")
 
 
-def _effect_side(e: dict[str, Any], which: str, compact: bool) -> str:
-    mean, sd = e[f"mean_{which}"], e[f"sd_{which}"]
+def _effect_side(mean: float | None, sd: float | None, compact: bool) -> str:
     return f"{mean:.2f}" if compact or sd is None else f"{mean:.2f} ± {sd:.2f}"
 
 
-def key_table(r: dict[str, Any], compact: bool = False) -> Table:
+def key_table(r: Comparison, compact: bool = False) -> Table:
     """The lead's figures by the reviewer's words, each as the lead assessed it (analysis/effects.py): B - A with
     its simultaneous interval, the corrected p and the claim. `compact` (markdown, a PR comment at 80 columns):
     the sides' means only, each number's parts joined by no-break spaces."""
@@ -98,7 +97,7 @@ def key_table(r: dict[str, Any], compact: bool = False) -> Table:
     effects = lead.get("effects") or []
     m, alpha, t = lead.get("m", 0), lead.get("alpha", r["alpha"]), r["threshold_bytes_per_param"]
     rows = [[answers.LEAD_WORDS.get(e["metric"], metrics.label(e["metric"])) + (" (gated)" if e["gated"] else ""),
-             _effect_side(e, "a", compact), _effect_side(e, "b", compact),
+             _effect_side(e["mean_a"], e["sd_a"], compact), _effect_side(e["mean_b"], e["sd_b"], compact),
              _joined(answers.interval_text(e).removesuffix(", exact"), compact), _effect_p(e), e["claim"]]
             for e in effects]
     a, b = f"A: {r['a']['label']}", f"B: {r['b']['label']}"  # the runs of each: the header line's
@@ -112,16 +111,16 @@ def key_table(r: dict[str, Any], compact: bool = False) -> Table:
                  note=note if compact else note + " Every figure by its name: --all.")
 
 
-def moved_sites(r: dict[str, Any], most: int = 2) -> list[dict[str, Any]]:
+def moved_sites(r: Comparison, most: int = 2) -> list[FigureComparison]:
     """The code sites that moved, largest first; of nested sites that moved alike (a caller retains what its
     callee retained) the one that retains least, the innermost, stands for them."""
     moved = [c for c in r["comparisons"].get("sites", []) if c["verdict"] in verdicts.MOVED]
-    alike: dict[float, dict[str, Any]] = {}
+    alike: dict[float, FigureComparison] = {}
     for c in moved:
-        key = round(c["delta"], 2)
-        if key not in alike or abs(c["mean_a"]) < abs(alike[key]["mean_a"]):
+        key = round(c["delta"] or 0.0, 2)
+        if key not in alike or abs(c["mean_a"] or 0.0) < abs(alike[key]["mean_a"] or 0.0):
             alike[key] = c
-    return sorted(alike.values(), key=lambda c: -abs(c["delta"]))[:most]
+    return sorted(alike.values(), key=lambda c: -abs(c["delta"] or 0.0))[:most]
 
 
 def site_words(metric: str) -> str:
@@ -130,7 +129,7 @@ def site_words(metric: str) -> str:
     return f"{'.'.join(name)}, {phase.replace('_', ' ')}, {kind}"
 
 
-def differences_table(r: dict[str, Any]) -> Table | None:
+def differences_table(r: Comparison) -> Table | None:
     if not r["differences"]:
         return None
     return Table("What differs between A and B", ["what", "A", "B"],
@@ -150,7 +149,7 @@ def _counts(counts: list[int]) -> str:
     return "took effect " + ", ".join(str(c) for c in counts) + " times in its runs"
 
 
-def tables(r: dict[str, Any], all_sites: bool = False, compact: bool = False) -> list[Table]:
+def tables(r: Comparison, all_sites: bool = False, compact: bool = False) -> list[Table]:
     """Every figure, by its name, a table per group ('(gated)' marks the ones that decide); `compact` (markdown):
     no command-line hint in a note."""
     out = []
@@ -169,12 +168,12 @@ def tables(r: dict[str, Any], all_sites: bool = False, compact: bool = False) ->
     return out
 
 
-def detail_summary(r: dict[str, Any]) -> str:
+def detail_summary(r: Comparison) -> str:
     return "Every figure: " + "; ".join(GROUP_TITLES[g].split(" (")[0] for g in GROUP_TITLES
                                          if r["comparisons"].get(g) or g in ("phases", "roles", "sites"))
 
 
-def lead_tables(r: dict[str, Any], compact: bool = False) -> list[Table]:
+def lead_tables(r: Comparison, compact: bool = False) -> list[Table]:
     """What a report of two runs or groups leads with: the key figures and what differs (as diff shows them);
     `compact` for markdown (key_table)."""
     differences = differences_table(r)

@@ -3,6 +3,7 @@ provision line last; nothing computed here but units."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -37,14 +38,15 @@ class Unit:
     def __call__(self, value: float | None) -> str:
         return NA if value is None else f"{value / self.size:,.2f}"
 
-    def interval(self, view: dict[str, Any], key: str) -> str:
+    def interval(self, view: Mapping[str, Any], key: str) -> str:
+        """A ROW's interval in `view` (a rank's or the node's figures, read by the ROW's key)."""
         low, high = view.get(f"{key}_bytes_low"), view.get(f"{key}_bytes_high")
         if low is None or high is None:
             return "wider than the figure: calibrate nearer" if key in view.get("wide", []) else "no interval"
         return "exact" if low == high else f"[{self(low)}, {self(high)}]"
 
 
-def phase_table(data: dict[str, Any], u: Unit) -> Table:
+def phase_table(data: Estimate, u: Unit) -> Table:
     ram = data["node_ram"]
     t = Table(f"Does it fit: the node, phase by phase ({u.name})" + (
         f", against {u(ram['bytes'])} {u.name} ({ram['from']})" if ram["bytes"] is not None else ""),
@@ -64,7 +66,7 @@ def phase_table(data: dict[str, Any], u: Unit) -> Table:
     return t
 
 
-def changes_table(data: dict[str, Any], u: Unit) -> Table | None:
+def changes_table(data: Estimate, u: Unit) -> Table | None:
     """The changes, where a phase does not fit or may not (always in --format json)."""
     short = any(r["measured"] and r["verdict"] not in (None, "fits") for r in data["phases"])
     if not data["changes"] or not short:
@@ -79,7 +81,7 @@ def changes_table(data: dict[str, Any], u: Unit) -> Table | None:
     return t
 
 
-def tables(data: dict[str, Any]) -> list[Table]:
+def tables(data: Estimate) -> list[Table]:
     rank, node, t = data["rank"], data["node"], data["target"]
     u = Unit(node["peak_rss_bytes"])
     out = [phase_table(data, u)]
@@ -88,10 +90,11 @@ def tables(data: dict[str, Any]) -> list[Table]:
         out.append(fixes)
     main = Table(f"Host RAM ({u.name}): one rank, and the node of {t['ranks_per_node']} ranks",
                  ["figure", "rank", "rank 95%", "node", "node 95%", "from"])
+    by_key: tuple[Mapping[str, Any], Mapping[str, Any]] = (rank, node)  # the ROWS read by their key
     for key, label, source in ROWS:
         if f"{key}_bytes" not in rank or (key == "pinned_slack" and t["accelerator"] != "cuda"):
             continue
-        main.rows.append([label, u(rank[f"{key}_bytes"]), u.interval(rank, key), u(node[f"{key}_bytes"]),
+        main.rows.append([label, u(by_key[0][f"{key}_bytes"]), u.interval(rank, key), u(by_key[1][f"{key}_bytes"]),
                           u.interval(node, key), source])
     main.rows.append(["live ZeRO buffers (below)", u(rank["live_bytes"]), "exact", u(node["live_bytes"]), "exact",
                       "shapes"])
@@ -126,7 +129,7 @@ def tables(data: dict[str, Any]) -> list[Table]:
     return out
 
 
-def header_lines(data: dict[str, Any]) -> list[str]:
+def header_lines(data: Estimate) -> list[str]:
     t, v, cal = data["target"], data["versions"], data["calibration"]
     pins = t["pin_memory"]
     lines = [f"estimate: {t['scenario']}, {t['params']:,} params ({t['layers']} layers, {t['tensors']} tensors, "

@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import kinds, verdicts
+from ..analysis.results import GateLimits, SweepComparison
 from . import markdown
 from .output import emit
 from .show import comparison, comparison_markdown, scale_comparison
 from .table import Table
 
 
-def limits(data: dict[str, Any], fmt: str, show_all: bool = False) -> str:
+def limits(data: GateLimits, fmt: str, show_all: bool = False) -> str:
     """One side against ceilings: each figure's check."""
     table = Table(f"Ceilings from {data['limits']} (bytes per parameter)", ["figure", "limit", "values", "verdict"],
                   [[c["metric"], f"{c['limit']:.2f}", ", ".join(f"{v:.2f}" for v in c["values"]) or "n/a",
@@ -25,7 +26,7 @@ def limits(data: dict[str, Any], fmt: str, show_all: bool = False) -> str:
     return markdown.render(lines, [table], data["answer"])
 
 
-def sweeps(data: dict[str, Any], fmt: str, show_all: bool = False) -> str:
+def sweeps(data: SweepComparison, fmt: str, show_all: bool = False) -> str:
     """Two size sweeps: slope and fixed part judged apart."""
     return markdown.render(*scale_comparison(data, fmt), data["answer"])
 

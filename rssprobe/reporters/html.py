@@ -11,8 +11,10 @@ import base64
 import json
 from dataclasses import dataclass
 from html import escape
-from typing import Any
+from typing import TypedDict
 
+from .. import verdicts
+from ..analysis.results import Comparison, RunSummary
 from ..contract.status import Status
 from . import diffviews, views
 from .plots import Chart, run_name
@@ -45,18 +47,26 @@ td:first-child{white-space:pre}td.num{text-align:right;font-variant-numeric:tabu
 tr:nth-child(even) td{background:#fafafa}.note{color:#666;font-size:12px;margin:0 0 1em}
 """
 LEAD_CHART = "change"  # a comparison's change chart comes right under the answer (plots.comparison_chart)
-# the page's colour follows the comparison's verdict (rssprobe.verdicts' words); a page of runs is "info"
-VERDICT_CLASS = {"regression": "regression", "improvement": "improvement", "same": "pass", "pass": "pass",
-                 "~": "not-significant", "undecided": "undecided"}
-VERDICT_KICKER = {"regression": "Regression", "improvement": "Improvement", "pass": "No gated change",
-                  "same": "No gated change", "~": "Not significant: undecided", "undecided": "Undecided"}
+# the page's colour follows the comparison's verdict (rssprobe.verdicts' TABLE: css, kicker); a page of runs is "info"
+
+
+class SectionHead(TypedDict, total=False):
+    """What a section's fold reads of a run's summary: a size sweep's section (scaleviews) has these only."""
+
+    run: str
+    label: str | None
+    status: str
+    scenario: str | None
+    answer: list[str]
+    error: str | None
+    never_took_effect: list[str]
 
 
 @dataclass(frozen=True)
 class Section:
     """One run as the page shows it; `lines` and `tables` come from `views`, so every format agrees."""
 
-    summary: dict[str, Any]
+    summary: RunSummary | SectionHead
     lines: list[str]
     tables: list[Table]
 
@@ -65,7 +75,7 @@ class Section:
         return self.summary.get("status") == Status.OK
 
 
-def patches_line(s: dict[str, Any]) -> str:
+def patches_line(s: RunSummary) -> str:
     """The requested patches and whether each took effect: a patch that never ran proves nothing."""
     items = s.get("interventions") or []
     if not items:
@@ -75,7 +85,7 @@ def patches_line(s: dict[str, Any]) -> str:
         for i in items)
 
 
-def section(summary: dict[str, Any], all_sites: bool = False) -> Section:
+def section(summary: RunSummary, all_sites: bool = False) -> Section:
     return Section(summary, [*views.header_lines(summary), patches_line(summary)],
                    views.run_tables(summary, all_sites=all_sites))
 
@@ -98,7 +108,7 @@ def table(t: Table) -> str:
     return out
 
 
-def _anchor(s: dict[str, Any]) -> str:
+def _anchor(s: RunSummary | SectionHead) -> str:
     return "run-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in str(s["run"]))
 
 
@@ -137,14 +147,15 @@ def figure(chart: Chart) -> str:
 
 def answer_banner(answer: list[str], verdict: str | None, failed: int) -> str:
     """The page's first screen: the answer, coloured by the verdict (or red when a run did not finish)."""
-    kind = "failed" if failed and verdict is None else VERDICT_CLASS.get(verdict or "", "info")
-    kicker = VERDICT_KICKER.get(verdict or "", "Runs did not finish" if failed else "What these runs hold")
+    meaning = verdicts.TABLE.get(verdict or "")  # the verdict's banner: its class and word (rssprobe/verdicts.py)
+    kind = "failed" if failed and verdict is None else meaning.css if meaning else "info"
+    kicker = meaning.kicker if meaning else "Runs did not finish" if failed else "What these runs hold"
     first, *rest = answer or ["(no answer: nothing was measured)"]
     return "\n".join([f'<header class="answer {kind}" id="answer">', f'<div class="kicker">{escape(kicker)}</div>',
                       f'<p class="lead">{escape(first)}</p>', *(f"<p>{escape(x)}</p>" for x in rest), "</header>"])
 
 
-def comparison(r: dict[str, Any]) -> str:
+def comparison(r: Comparison) -> str:
     """Two runs or groups compared, as `rssprobe diff A B` shows it: what was compared, the key figures, what
     differs (the answer is the page's banner)."""
     lines = "".join(f"<li>{escape(line)}</li>" for line in diffviews.header_lines(r))
@@ -153,7 +164,7 @@ def comparison(r: dict[str, Any]) -> str:
 
 
 def render(sections: list[Section], charts: list[Chart], generated: str, title: str = "rssprobe report",
-           compared: dict[str, Any] | None = None, answer: list[str] | None = None,
+           compared: Comparison | None = None, answer: list[str] | None = None,
            verdict: str | None = None) -> str:
     """The whole page: the answer (a banner coloured by the verdict), the key figures of a comparison, the charts
     (the comparison's change chart first), then every run folded (open if it did not finish)."""

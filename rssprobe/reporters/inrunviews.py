@@ -6,13 +6,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..analysis.resultparts import Interval
+from ..analysis.results import RunSummary
 from .table import NA, Table, bpp, mib
 
 
-def _ci(e: dict[str, Any] | None, fmt: Any) -> str:
+def _ci(e: Interval | None, fmt: Any) -> str:
     if e is None:
         return NA
-    if e["low"] is None or not (math.isfinite(e["low"]) and math.isfinite(e["high"])):
+    low, high = e["low"], e["high"]
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         return f"{fmt(e['value'])} [n/a ({e['n']} points)]"
     return f"{fmt(e['value'])} [{fmt(e['low'])}, {fmt(e['high'])}]"
 
@@ -25,7 +28,7 @@ def _signed_mib(v: float) -> str:
     return f"{v / 2**20:+.1f}"
 
 
-def events_table(s: dict[str, Any]) -> Table | None:
+def events_table(s: RunSummary) -> Table | None:
     figures = s.get("events") or {}
     if not figures:
         return None
@@ -43,7 +46,7 @@ def events_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def event_sites_table(s: dict[str, Any]) -> Table | None:
+def event_sites_table(s: RunSummary) -> Table | None:
     figures = s.get("events") or {}
     t = Table("Code sites inside in-run events (bytes per parameter, per occurrence)",
               ["event", "site", "calls", "retained", "exclusive", "peak above entry"])
@@ -54,7 +57,7 @@ def event_sites_table(s: dict[str, Any]) -> Table | None:
     return t if t.rows else None
 
 
-def occurrences_table(s: dict[str, Any]) -> Table | None:
+def occurrences_table(s: RunSummary) -> Table | None:
     figures = s.get("events") or {}
     rows = sorted((o["step"], list(figures).index(name), f["action"], o)
                   for name, f in figures.items() for o in f["each"])
@@ -68,7 +71,7 @@ def occurrences_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def growth_table(s: dict[str, Any]) -> Table | None:
+def growth_table(s: RunSummary) -> Table | None:
     g = s.get("growth")
     if not g:
         return None
@@ -82,5 +85,5 @@ def growth_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def inrun_tables(s: dict[str, Any]) -> list[Table | None]:
+def inrun_tables(s: RunSummary) -> list[Table | None]:
     return [events_table(s), event_sites_table(s), occurrences_table(s), growth_table(s)]

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from ..analysis.results import RunSummary
 
 
-def model_lines(s: dict[str, Any]) -> list[str]:
+def model_lines(s: RunSummary) -> list[str]:
     return [*script_lines(s), *_model_lines(s)]
 
 
-def script_lines(s: dict[str, Any]) -> list[str]:
+def script_lines(s: RunSummary) -> list[str]:
     sc = s.get("script")
     if not sc:
         return []
@@ -21,7 +21,7 @@ def script_lines(s: dict[str, Any]) -> list[str]:
             + (f"; {'; '.join(notes)}" if notes else ""), *launched]
 
 
-def _model_lines(s: dict[str, Any]) -> list[str]:
+def _model_lines(s: RunSummary) -> list[str]:
     m = s.get("model")
     if not m:
         return []
@@ -38,7 +38,7 @@ def _model_lines(s: dict[str, Any]) -> list[str]:
     return [f"model {what}{layers}, {m['param_tensors']} parameter tensors", per]
 
 
-def tensors_note(s: dict[str, Any]) -> str:
+def tensors_note(s: RunSummary) -> str:
     """' (N in this model)': how often a site called once per parameter tensor runs in a step."""
     m = s.get("model")
     return f" ({m['param_tensors']} in this model)" if m else ""

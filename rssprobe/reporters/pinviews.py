@@ -4,8 +4,8 @@ Summary.pinned() (rssprobe.analysis.pinned), which computes every figure."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..analysis.resultparts import PinFix, Pinned
+from ..analysis.results import RunSummary
 from .table import NA, Table, bpp, mib
 
 
@@ -13,7 +13,7 @@ def _mib(n: int | None) -> str:
     return f"{mib(n)} MiB"
 
 
-def pin_memory_line(s: dict[str, Any]) -> str | None:
+def pin_memory_line(s: RunSummary) -> str | None:
     """Which pin_memory the run used: the scenario's, or DeepSpeed's own default; and what DeepSpeed made of it."""
     view = s.get("pinned")
     if not view:
@@ -29,7 +29,7 @@ def pin_memory_line(s: dict[str, Any]) -> str | None:
     return f"zero.pin_memory: {chosen}; DeepSpeed used {used}; PYTORCH_CUDA_ALLOC_CONF {conf}{backend}"
 
 
-def fix_line(s: dict[str, Any]) -> str | None:
+def fix_line(s: RunSummary) -> str | None:
     """The fixes that would save pinned memory on CUDA for this run, with their predicted saving (analysis/fixes.py
     computed them; rssprobe/data/fixes.toml declares them); None when none would, or nothing was recorded."""
     view = s.get("pinned")
@@ -38,7 +38,7 @@ def fix_line(s: dict[str, Any]) -> str | None:
     return fixes_sentence(view["fixes"], view["totals"]["slack_predicted_bytes_per_param"])
 
 
-def fixes_sentence(rows: list[dict[str, Any]], slack_bytes_per_param: float | None,
+def fixes_sentence(rows: list[PinFix], slack_bytes_per_param: float | None,
                    at_least: float = 0.01) -> str | None:
     """One sentence naming the fixes that would save pinned memory on CUDA for this run (predicted), the
     recommended one first: "pinned slack 9.99 B/param: DS_PIN_MEMORY_BACKEND=native ... would save ~9.99 B/param
@@ -60,7 +60,7 @@ def fixes_sentence(rows: list[dict[str, Any]], slack_bytes_per_param: float | No
     return text + (f"; also {', '.join(also)}" if also else "") + "."
 
 
-def pinned_table(s: dict[str, Any]) -> Table | None:
+def pinned_table(s: RunSummary) -> Table | None:
     view = s.get("pinned")
     if not view or not (view["recorded"] or view["totals"]["held_measured"] is not None):
         return None
@@ -95,7 +95,7 @@ def pinned_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def _note(view: dict[str, Any], cuda: bool) -> str:
+def _note(view: Pinned, cuda: bool) -> str:
     rule, tot = view["rule"], view["totals"]
     knobs = [f"round threshold {_mib(rule['round_threshold'])}" if rule["round_threshold"] is not None else None,
              f"max cached {_mib(rule['max_cached'])}" if rule["max_cached"] is not None else None,

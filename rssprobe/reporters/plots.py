@@ -8,10 +8,10 @@ tables, so a chart and a table row can be read against each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from io import BytesIO
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,9 @@ import pandas as pd
 if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn: every command imports this module, few draw
     from matplotlib.figure import Figure
 
+from ..analysis import metrics
+from ..analysis.resultparts import Budget
+from ..analysis.results import Comparison, RunSummary
 from ..analysis.stats import THRESHOLD
 from ..contract.glibc import IN_USE
 from ..contract.glibc import glibc_in_use as in_use
@@ -37,7 +40,7 @@ class Chart:
     title: str
     png: bytes
     caption: str
-    points: list[dict[str, Any]] | None = None  # what a chart of figures drew, for the page to carry as data
+    points: list[ChangePoint] | None = None  # what a chart of figures drew, for the page to carry as data
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class RunSeries:
     side_name: str = ""  # the side's legend entry ("A: baseline (3 runs)")
 
     @classmethod
-    def of(cls, summary: dict[str, Any], baseline_event: dict[str, Any] | None, steps: pd.DataFrame,
+    def of(cls, summary: RunSummary, baseline_event: dict[str, Any] | None, steps: pd.DataFrame,
            side: str | None = None, side_name: str = "") -> RunSeries:
         """summary: `Summary.as_dict()`; baseline_event: `Summary.baseline` (the pre_model phase event)."""
         return cls(name=run_name(summary), params=summary.get("params"),
@@ -62,7 +65,7 @@ class RunSeries:
                    side_name=side_name)
 
 
-def run_name(summary: dict[str, Any]) -> str:
+def run_name(summary: Mapping[str, Any]) -> str:
     """Legend text; the id is needed because several runs often share a label."""
     return f"{summary.get('label') or '?'} ({summary['run']})"
 
@@ -200,7 +203,7 @@ UNEXPLAINED = "unexplained (RSS - live)"
 NOT_ATTRIBUTED = "not attributed"
 
 
-def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
+def budget_chart(summaries: list[RunSummary]) -> Chart:
     """The 'end' budget as one stacked bar per run: roles, then the other named parts of RSS
     (memory-map partition), then what is not attributed (or, for runs without a partition,
     the unexplained rest).
@@ -210,15 +213,16 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     """
     title = "RSS above baseline at the end of the run, by part"
     with_budget = [s for s in summaries if s.get("budget")]
+    budgets = [b for s in with_budget if (b := s["budget"])]
     skipped = [f"{run_name(s)}: no live-buffer census at 'end'" for s in summaries if not s.get("budget")]
     roles: list[str] = []
     parts: list[str] = []
-    for s in with_budget:
-        roles += [r for r in s["budget"]["roles"] if r not in roles]
-        parts += [p for p in s["budget"].get("parts", {}) if p not in parts and p != "live tensors"]
+    for b in budgets:
+        roles += [r for r in b["roles"] if r not in roles]
+        parts += [p for p in b.get("parts", {}) if p not in parts and p != "live tensors"]
     rest = [NOT_ATTRIBUTED] if parts else [UNEXPLAINED]
     def largest(seg: str) -> float:
-        return max((abs(v or 0.0) for v in _segment(seg, roles, with_budget)), default=0.0)
+        return max((abs(v or 0.0) for v in _segment(seg, roles, budgets)), default=0.0)
 
     # parts that never reach SMALL_PART B/param are drawn as one segment: the legend names what matters
     small = [p for p in parts if ZERO_SEGMENT <= largest(p) < SMALL_PART]
@@ -236,14 +240,14 @@ def budget_chart(summaries: list[dict[str, Any]]) -> Chart:
     for i, segment in enumerate(segments):
         style: dict[str, Any] = {"color": colors[i]} if segment not in rest else \
             {"color": "0.8", "hatch": "//", "edgecolor": "0.45"}
-        values = _segment(segment, roles, with_budget, small)
+        values = _segment(segment, roles, budgets, small)
         v = np.nan_to_num(np.array([np.nan if val is None else val for val in values], dtype="float64"))
         bottom = np.where(v >= 0, pos, neg)
         ax.bar(x, v, bottom=bottom, width=0.6, label=segment, linewidth=0.5, **style)
         pos += np.where(v >= 0, v, 0)
         neg += np.where(v < 0, v, 0)
     above = np.array([np.nan if a is None else a for a in
-                      (s["budget"].get("rss_above_baseline_bytes_per_param") for s in with_budget)], dtype="float64")
+                      (b.get("rss_above_baseline_bytes_per_param") for b in budgets)], dtype="float64")
     if with_budget:
         ax.plot(x, above, linestyle="none", marker="_", markersize=40, markeredgewidth=2.5, color="black",
                 zorder=3, label="RSS above baseline")
@@ -285,20 +289,20 @@ SMALL_PART = 0.1  # B/param: parts below this in every bar are drawn together as
 SMALL_PARTS = "other parts (each < 0.1 B/param)"
 
 
-def _segment(segment: str, roles: list[str], with_budget: list[dict[str, Any]],
+def _segment(segment: str, roles: list[str], budgets: list[Budget],
              small: list[str] | None = None) -> list[float | None]:
     """One segment's value in each run's 'end' budget (SMALL_PARTS: the sum of the `small` parts)."""
     if segment == SMALL_PARTS:
-        sums = [sum(v or 0.0 for v in values) for values in zip(*(_segment(p, roles, with_budget)
+        sums = [sum(v or 0.0 for v in values) for values in zip(*(_segment(p, roles, budgets)
                                                                   for p in small or []), strict=True)]
         return list(sums)
     if segment == UNEXPLAINED:
-        return [s["budget"].get("unexplained_bytes_per_param") for s in with_budget]
+        return [b.get("unexplained_bytes_per_param") for b in budgets]
     if segment == NOT_ATTRIBUTED:
-        return [s["budget"].get("not_attributed_bytes_per_param") for s in with_budget]
+        return [b.get("not_attributed_bytes_per_param") for b in budgets]
     if segment in roles:
-        return [s["budget"]["roles"].get(segment) for s in with_budget]
-    return [(s["budget"].get("parts", {}).get(segment) or {}).get("bytes_per_param") for s in with_budget]
+        return [b["roles"].get(segment) for b in budgets]
+    return [(b.get("parts", {}).get(segment) or {}).get("bytes_per_param") for b in budgets]
 
 
 def _colors(n: int) -> list[Any]:
@@ -310,7 +314,7 @@ def _colors(n: int) -> list[Any]:
 
 
 # A size sweep's headline figures, plotted against model size with their fitted lines.
-FIT_FIGURES = ("steady.rss", "peak", "budget.rss_after_trim_above_baseline", "budget.live", "budget.unexplained")
+FIT_FIGURES = metrics.shown(metrics.FIT_CHART)  # the registry says which are charted (Metric.shown)
 
 
 @dataclass(frozen=True)
@@ -364,14 +368,25 @@ CLAIM_COLORS = {"lower": "#2e7d32", "higher": "#c62828", "unchanged": "#123a6b",
                 "within noise": "0.55"}
 
 
-def change_points(r: dict[str, Any]) -> list[dict[str, Any]]:
+class ChangePoint(TypedDict):
+    """One point of the change chart, as the page carries it (data-points)."""
+
+    metric: str
+    delta: float
+    low: float | None
+    high: float | None
+    claim: str
+    gated: bool
+
+
+def change_points(r: Comparison) -> list[ChangePoint]:
     """What the change chart draws, one point per figure: exactly the lead's effects (analysis/effects.py), so
     the chart's interval is the table's and the sentence's (tests/test_pr_verdict.py checks it)."""
     return [{"metric": e["metric"], "delta": e["delta"], "low": e["low"], "high": e["high"], "claim": e["claim"],
              "gated": e["gated"]} for e in (r.get("lead") or {}).get("effects") or []]
 
 
-def comparison_chart(r: dict[str, Any]) -> Chart:
+def comparison_chart(r: Comparison) -> Chart:
     """B - A for the lead's figures of a comparison (analysis.compare.Result.as_dict()), each with the simultaneous
     interval the lead and the key table read, the band a change must leave (the threshold) shaded."""
     from ..analysis import answers
@@ -415,8 +430,7 @@ def comparison_chart(r: dict[str, Any]) -> Chart:
     return Chart("change", title, _png(fig), caption, points)
 
 
-def charts(runs: list[RunSeries], summaries: list[dict[str, Any]],
-           comparison: dict[str, Any] | None = None) -> list[Chart]:
+def charts(runs: list[RunSeries], summaries: list[RunSummary], comparison: Comparison | None = None) -> list[Chart]:
     """Every chart of the report, in page order: the comparison first when there is one."""
     lead = [comparison_chart(comparison)] if comparison and change_points(comparison) else []
     return [*lead, *(measure_chart(runs, m) for m in MEASURES), budget_chart(summaries)]

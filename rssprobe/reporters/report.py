@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..analysis.results import Comparison
 from ..errors import UserError
 from . import diffviews, html, markdown, plots, scaleviews
 
@@ -25,7 +26,7 @@ class Written:
 
 
 def markdown_page(sections: list[html.Section], charts: list[plots.Chart], generated: str,
-                  compared: dict[str, Any] | None = None, answer: list[str] | None = None) -> str:
+                  compared: Comparison | None = None, answer: list[str] | None = None) -> str:
     """report.md: the answer first, then (two runs or groups) what `diff` shows, the charts linked as sibling PNG
     files, and every run's tables folded (the same tables as `show --format markdown`)."""
     out = ["# rssprobe report", "", markdown.render([], [], answer or []).rstrip("\n"), "",
@@ -48,7 +49,7 @@ def render(pages: Any, all_sites: bool = False) -> tuple[Written, dict[Path, str
     will be written, and each file's contents (the command writes them: store/outputs.py)."""
     sections = [html.section(p.summary, all_sites) for p in pages.runs]
     series = [plots.RunSeries.of(p.summary, p.baseline, p.steps, p.side, p.side_name) for p in pages.runs]
-    charts = plots.charts(series, [sec.summary for sec in sections], pages.comparison)
+    charts = plots.charts(series, [p.summary for p in pages.runs], pages.comparison)
     fit_sections, fit_charts = scaleviews.report_parts(pages.sweeps)
     sections, charts = [*fit_sections, *sections], [*fit_charts, *charts]
     generated = datetime.now(UTC).isoformat(timespec="seconds")
@@ -58,9 +59,10 @@ def render(pages: Any, all_sites: bool = False) -> tuple[Written, dict[Path, str
     if pages.out is not None:
         written.images = [pages.out / f"{c.name}.png" for c in charts]
         written.markdown = pages.out / MD_NAME
-        for path, data in ((written.markdown, markdown_page(sections, charts, generated, pages.comparison,
-                                                            pages.answer)),
-                           *zip(written.images, [c.png for c in charts], strict=True)):
+        contents: list[tuple[Path, str | bytes]] = [
+            (written.markdown, markdown_page(sections, charts, generated, pages.comparison, pages.answer)),
+            *zip(written.images, [c.png for c in charts], strict=True)]
+        for path, data in contents:
             if path.resolve() == pages.html.resolve():  # one output over another: refused before writing any
                 raise UserError(f"--html {pages.html}: is where the report's {path.name} goes (--out "
                                 f"{pages.out}); give another file")

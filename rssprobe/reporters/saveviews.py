@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.resultparts import SaveFigures
+from ..analysis.results import RunSummary
 from .table import NA, Table, bpp
 
 WHAT = {"save_checkpoint": "DeepSpeed save_checkpoint", "save_16bit_model": "DeepSpeed save_16bit_model",
@@ -15,12 +17,12 @@ COLUMNS = ["save", "rank", "saves", "after steps", "peak above pre-save", "peak 
            "state dict"]
 
 
-def _rows(kind: str, rank: str, f: dict[str, Any]) -> list[Any]:
+def _rows(kind: str, rank: str, f: SaveFigures) -> list[Any]:
     return [WHAT.get(kind, kind), rank, str(f["occurrences"]), ",".join(map(str, f["steps"])), bpp(f["peak"]),
             bpp(f["peak_rss"]), bpp(f["retained"], True), bpp(f["state_dict"])]
 
 
-def saves_table(s: dict[str, Any]) -> Table | None:
+def saves_table(s: RunSummary) -> Table | None:
     """Every save kind on every rank (a multi-rank run's other ranks from their figures), the node's sums."""
     mine = s.get("saves")
     if not mine:

@@ -6,6 +6,8 @@ from typing import Any
 
 from .. import verdicts
 from ..analysis.metrics import HEADLINE
+from ..analysis.resultparts import FitRow, SweepFigureComparison
+from ..analysis.results import ScaleSweep, SweepComparison
 from ..contract.status import Status
 from . import html, plots
 from .table import Table
@@ -24,7 +26,7 @@ def _order(figure: str) -> tuple[int, int, str]:
     return 4, 0, figure
 
 
-def _shown(row: dict[str, Any], all_rows: bool) -> bool:
+def _shown(row: FitRow, all_rows: bool) -> bool:
     if _order(row["figure"])[0] == 4 and not all_rows:
         return False  # other phase figures (e.g. first_step.glibc_free): JSON and --all-sites only
     if not row["figure"].startswith("site.") or all_rows:
@@ -37,7 +39,7 @@ def _pm(value: float, interval: float | None, scale: float = 1.0, signed: bool =
     return text + (f" ± {interval / scale:.2f}" if interval is not None else " (no interval)")
 
 
-def header_lines(s: dict[str, Any]) -> list[str]:
+def header_lines(s: ScaleSweep) -> list[str]:
     sizes = ", ".join(f"{g['params'] / 1e6:.1f} M ({g['ok']}/{g['runs']} ok)" for g in s["sizes_run"])
     lines = [f"scale {s['scale']}: scenario {s.get('scenario_name')} [{s.get('label')}], repeat {s.get('repeat')}",
              f"sizes: {sizes}; {s['runs_in_fit']} runs in the fit",
@@ -46,7 +48,7 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     return lines + [f"WARNING: {p}" for p in s["problems"]]
 
 
-def fit_table(s: dict[str, Any], all_rows: bool = False) -> Table:
+def fit_table(s: ScaleSweep, all_rows: bool = False) -> Table:
     t = Table("Fit per figure: slope in bytes per parameter, fixed part in MiB",
               ["figure", "slope B/param", "fixed MiB", "worst residual MiB", "runs"])
     rows = sorted(s["fit"], key=lambda r: _order(r["figure"]))
@@ -61,12 +63,12 @@ def fit_table(s: dict[str, Any], all_rows: bool = False) -> Table:
     return t
 
 
-def sizes_table(s: dict[str, Any]) -> Table:
+def sizes_table(s: ScaleSweep) -> Table:
     return Table("Sizes", ["params", "runs", "finished ok", "group"],
                  [[f"{g['params']:,}", str(g["runs"]), str(g["ok"]), g["group"]] for g in s["sizes_run"]])
 
 
-def diff_header_lines(r: dict[str, Any]) -> list[str]:
+def diff_header_lines(r: SweepComparison) -> list[str]:
     a, b = r["a"], r["b"]
     lines = [f"A: {a['scale']} [{a.get('label')}] {a['runs_in_fit']} runs   B: {b['scale']} [{b.get('label')}] "
              f"{b['runs_in_fit']} runs   scenario {a.get('scenario_name')}",
@@ -77,7 +79,7 @@ def diff_header_lines(r: dict[str, Any]) -> list[str]:
     return lines + [f"WARNING: {p}" for p in r["problems"]]
 
 
-def _worth_showing(c: dict[str, Any]) -> bool:
+def _worth_showing(c: SweepFigureComparison) -> bool:
     """Gated figures, headline/roles/parts, and the sites whose slope or fixed part moved."""
     if c["gated"]:
         return True
@@ -86,7 +88,7 @@ def _worth_showing(c: dict[str, Any]) -> bool:
     return kind < 3 or (kind == 3 and moved)
 
 
-def diff_table(r: dict[str, Any], all_rows: bool = False) -> Table:
+def diff_table(r: SweepComparison, all_rows: bool = False) -> Table:
     t = Table("B - A per figure: slope (B/param) and fixed part (MiB), each judged apart",
               ["figure", "slope A", "slope B", "slope B - A", "verdict", "fixed A", "fixed B", "fixed B - A",
                "verdict "])
@@ -103,7 +105,7 @@ def diff_table(r: dict[str, Any], all_rows: bool = False) -> Table:
     return t
 
 
-def verdict_line(r: dict[str, Any]) -> str:
+def verdict_line(r: SweepComparison) -> str:
     moved = [f"{c['figure']} {part} {d['delta'] / (MIB if part == 'fixed' else 1):+.2f} "
              f"{'MiB' if part == 'fixed' else 'B/param'} ({d['verdict']})"
              for c in r["comparisons"] if c["gated"] for part, d in (("slope", c["slope"]), ("fixed", c["fixed"]))
@@ -116,8 +118,8 @@ def report_parts(sweeps: list[Any]) -> tuple[list[html.Section], list[plots.Char
     sections, series = [], []
     for sweep in sweeps:  # analysis.sweep.Sweep
         data = sweep.as_dict()
-        head = {"run": sweep.scale.id, "label": f"size sweep {data.get('label')}", "status": Status.OK,
-                "scenario": data.get("scenario_name")}
+        head: html.SectionHead = {"run": sweep.scale.id, "label": f"size sweep {data.get('label')}",
+                                  "status": Status.OK, "scenario": data.get("scenario_name")}
         sections.append(html.Section(head, header_lines(data), [fit_table(data), sizes_table(data)]))
         series.append(plots.SweepSeries(f"{sweep.scale.id} [{data.get('label')}]",
                                         {f: sweep.series(f) for f in plots.FIT_FIGURES},

@@ -4,6 +4,7 @@ chosen format (output.emit); nothing here reads a file or computes a figure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -11,14 +12,31 @@ import click
 from .. import kinds, verdicts
 from ..analysis import metrics
 from ..analysis.metrics import PATCH_EFFECTS, columns
-from ..analysis.results import Comparison, GroupView, RunSummary, ScaleSweep
+from ..analysis.resultparts import MatrixCell, MatrixListCell, PlanListCell
+from ..analysis.results import (
+    Bisect,
+    BisectCommits,
+    BisectComponents,
+    BisectVersions,
+    Comparison,
+    FigureComparison,
+    GroupView,
+    MatrixListing,
+    MatrixTable,
+    Merged,
+    PlanListing,
+    PlanTable,
+    RunSummary,
+    ScaleSweep,
+    SweepComparison,
+)
 from ..contract.status import Status
 from . import diffviews, markdown, scaleviews, views
 from .output import emit
 from .table import Table, bpp
 
 
-def status_table(summaries: list[dict[str, Any]]) -> Table:
+def status_table(summaries: list[RunSummary]) -> Table:
     """Each run's status (ok, failed, incomplete, running, ...) and why, as a table (CSV has no header lines)."""
     return Table("Status", ["run", "status", "reason", "steps", "zero"],
                  [[s["run"], s["status"], s.get("error") or "", f"{s['steps_done']}/{s['steps_requested']}",
@@ -52,7 +70,7 @@ def scale(data: ScaleSweep, fmt: str, all_sites: bool = False) -> None:
     emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]), answer=data["answer"])
 
 
-def _effect(c: dict[str, Any] | None) -> str:
+def _effect(c: FigureComparison | None) -> str:
     if c is None:
         return ""
     return bpp(c["delta"], signed=True) + ("" if c["verdict"] == verdicts.SAME else f" ({c['verdict']})")
@@ -61,14 +79,14 @@ def _effect(c: dict[str, Any] | None) -> str:
 FIGURES = columns(*metrics.MATRIX_FIGURES)
 
 
-def _campaign_lines(kind: str, where: str, data: dict[str, Any]) -> list[str]:
+def _campaign_lines(kind: str, where: str, data: MatrixTable | PlanTable) -> list[str]:
     cells = data["cells"]
     shard = f" (shard {data['shard']}: the other shards' cells are theirs)" if data.get("shard") else ""
     lines = [f"{kind} {where}: {len(cells)} cells, {sum(c['status'] == 'done' for c in cells)} done{shard}"]
     return lines + [f"FAILED {line}" for line in data["failed"]]
 
 
-def matrix(data: dict[str, Any], fmt: str) -> None:
+def matrix(data: MatrixTable, fmt: str) -> None:
     """The one table: headline figures per cell and each patch's effect."""
     figures, effects = FIGURES, PATCH_EFFECTS
     rows = []
@@ -90,7 +108,7 @@ def matrix(data: dict[str, Any], fmt: str) -> None:
          answer=data["answer"])
 
 
-def plan(data: dict[str, Any], fmt: str) -> None:
+def plan(data: PlanTable, fmt: str) -> None:
     """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
     figures, effects = FIGURES, PATCH_EFFECTS
     rows = [[c["axis"], c["value"], c["patch"], c["runs_ok"] or c["status"],
@@ -104,19 +122,19 @@ def plan(data: dict[str, Any], fmt: str) -> None:
          answer=data["answer"])
 
 
-def _owner(c: dict[str, Any], data: dict[str, Any]) -> str:
+def _owner(c: MatrixListCell | PlanListCell, data: MatrixListing | PlanListing) -> str:
     shard = data.get("shard")
     if not shard:
         return ""
     return " (this shard)" if str(c["shard"]) == shard.split("/")[0] else f" (shard {c['shard']})"
 
 
-def _library_axes(cells: list[dict[str, Any]]) -> list[str]:
+def _library_axes(cells: Sequence[MatrixCell | MatrixListCell]) -> list[str]:
     """The library axes (transformers, accelerate) some cell of a matrix has: a column each, else none."""
     return [lib for lib in ("transformers", "accelerate") if any(c.get(lib) for c in cells)]
 
 
-def matrix_list(data: dict[str, Any], fmt: str) -> None:
+def matrix_list(data: MatrixListing, fmt: str) -> None:
     libraries = _library_axes(data["cells"])
     rows = [[c["id"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", *[c.get(lib) for lib in libraries],
              c["patch"], c["allocator"], ("finished" if c["finished"] else "to run") + _owner(c, data)]
@@ -126,7 +144,7 @@ def matrix_list(data: dict[str, Any], fmt: str) -> None:
     emit(fmt, data, [], [table], alarm=False)
 
 
-def plan_list(data: dict[str, Any], fmt: str) -> None:
+def plan_list(data: PlanListing, fmt: str) -> None:
     cells = data["cells"]
     rows = [[c["axis"], c["value"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", c["allocator"],
              str(c["ranks"]), c["patch"], str(c["repeat"]), ("finished" if c["finished"] else "to run")
@@ -155,7 +173,7 @@ def comparison_markdown(result: Comparison) -> str:
                            diffviews.tables(result, compact=True), diffviews.detail_summary(result))
 
 
-def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) -> tuple[list[str], list[Table]]:
+def scale_comparison(result: SweepComparison, fmt: str, all_sites: bool = False) -> tuple[list[str], list[Table]]:
     """Two size sweeps: slope and fixed part of every figure, each with its own verdict; (lines, tables) shown."""
     lines = [*scaleviews.diff_header_lines(result), scaleviews.verdict_line(result)]
     tables = [scaleviews.diff_table(result, all_sites or fmt in ("json", "csv"))]
@@ -163,12 +181,12 @@ def scale_comparison(result: dict[str, Any], fmt: str, all_sites: bool = False) 
     return lines, tables
 
 
-def compared(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
+def compared(kind: str, data: Any, fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
     """Two runs or groups, or two size sweeps (workflows/inspect.Compared's kind and data)."""
     view(kind, data, fmt, all_sites, show_all=show_all)
 
 
-def view(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, log_tail: str | None = None,
+def view(kind: str, data: Any, fmt: str, all_sites: bool = False, log_tail: str | None = None,
          show_all: bool = False) -> None:
     """Whatever a command found or made, by its result kind: the view rssprobe/kinds.py names for it, given the
     options it takes."""
@@ -179,7 +197,7 @@ def view(kind: str, data: dict[str, Any], fmt: str, all_sites: bool = False, log
     kinds.load(entry.view)(data, fmt, **{name: given[name] for name in entry.options})
 
 
-def probes_table(data: dict[str, Any]) -> Table:
+def probes_table(data: BisectVersions | BisectComponents) -> Table:
     """A bisect's probes, each against the reference."""
     rows = [[i + 1, r["what"], r["round"], r["runs"], bpp(r.get("a")), bpp(r.get("b")), bpp(r.get("delta"), True),
              verdicts.mark(r["verdict"]) if r["verdict"] in verdicts.TABLE else r["verdict"], r["answer"]]
@@ -191,14 +209,14 @@ def probes_table(data: dict[str, Any]) -> Table:
                       f"{sought}; undecided probes get another round of repeats")
 
 
-def commits_table(data: dict[str, Any]) -> Table:
+def commits_table(data: BisectCommits) -> Table:
     return Table(f"Commits tested ({data['metric']}, bytes per parameter)",
                  ["commit", "subject", "verdict", data["metric"]],
                  [[c["commit"][:10], c["subject"], c["verdict"], bpp(c["mean"])] for c in data["commits"]])
 
 
-def bisect(data: dict[str, Any], fmt: str) -> None:
-    tables = [commits_table(data) if data["mode"] == "commits" else probes_table(data)]
+def bisect(data: Bisect, fmt: str) -> None:
+    tables = [commits_table(data) if "commits" in data else probes_table(data)]  # the commits mode's result
     if data.get("comparison"):
         tables += diffviews.tables(data["comparison"])
     lines = [*data["lines"], *[f"WARNING: {w}" for w in data["warnings"]], f"runs under {data['root']}"]
@@ -206,7 +224,7 @@ def bisect(data: dict[str, Any], fmt: str) -> None:
          answer=data.get("answer") or [])
 
 
-def merged(data: dict[str, Any], fmt: str) -> None:
+def merged(data: Merged, fmt: str) -> None:
     lines = [f"merged {len(data['taken'])} groups into {data['out']} ({data['kind']})"]
     lines += [f"WARNING: {key}: in no shard; to run (the campaign's command with --out {data['out']} runs it)"
               for key in data["missing"]]

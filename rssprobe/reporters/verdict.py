@@ -24,12 +24,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from .. import verdicts
-from ..analysis import stats
-from ..analysis.claims import BASELINE, ClaimsReport, Config, claim_samples
+from ..analysis import metrics, stats
+from ..analysis.claims import BASELINE, ClaimRow, ClaimsReport, ClaimVersions, Config, PrEffect, claim_samples
 from ..analysis.metrics import label
 
 LIMIT = 6.0  # B/param either side of 0 in the PR #8132 chart
-CHARTED = ("steady.rss", "budget.rss_after_trim_above_baseline")
+CHARTED = metrics.shown(metrics.VERDICT_CHART)  # the registry says which are charted (Metric.shown)
 
 
 def _fmt(mean: float | None, sd: float | None = None, n: int | None = None) -> str:
@@ -39,7 +39,7 @@ def _fmt(mean: float | None, sd: float | None = None, n: int | None = None) -> s
     return text + (f" (n={n})" if n is not None else "")
 
 
-def _versions(v: dict[str, Any]) -> str:
+def _versions(v: ClaimVersions) -> str:
     build = f" ({v['build']})" if v.get("build") else ""
     return f"torch {v.get('torch')}{build}, DeepSpeed {v.get('deepspeed')}"
 
@@ -83,12 +83,12 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _charted(effects: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float | None]]]:
+def _charted(effects: list[PrEffect]) -> dict[str, dict[str, tuple[float, float | None]]]:
     return {e["configuration"]: {f["metric"]: (f["comparison"]["delta"], f["interval"]) for f in e["figures"]
                                  if f["metric"] in CHARTED} for e in effects}
 
 
-def pr_chart(effects: list[dict[str, Any]]) -> bytes:
+def pr_chart(effects: list[PrEffect]) -> bytes:
     data = _charted(effects)
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(data) * 2 + 1.5))
     y = 0
@@ -111,7 +111,7 @@ def pr_chart(effects: list[dict[str, Any]]) -> bytes:
     return _png(fig)
 
 
-def _summary(rows: list[dict[str, Any]]) -> str:
+def _summary(rows: list[ClaimRow]) -> str:
     pairs = [(r["verdict"], r["configuration"]) for r in rows if r["verdict"] != verdicts.NOT_RUN]
     words = [v for v, _label in pairs]
     if not words:
@@ -133,13 +133,13 @@ def paragraph(report: ClaimsReport) -> str:
         fires = [", ".join(map(str, base["fires"][p])) or "-" for p in ("pr8132.float-scale", "pr8132.malloc-trim")]
         pr.append(f"on the base configuration float-scale fired [{fires[0]}] times per run and malloc-trim "
                   f"[{fires[1]}]")
-    for metric, words in (("steady.rss", "steady RSS moved"), ("budget.rss_after_trim_above_baseline",
-                                                               "RSS after a final malloc_trim moved")):
+    said = {"steady.rss": "steady RSS moved", metrics.TRIMMED: "RSS after a final malloc_trim moved"}
+    for metric, words in said.items():
         if metric in figures:
             f = figures[metric]
             pr.append(f"{words} {f['comparison']['delta']:+.2f}" + (" B/param" if metric == "steady.rss" else "")
                       + (f" (± {f['interval']:.2f})" if f["interval"] is not None else ""))
-    for metric in ("part.glibc_free_resident", "steady.rss"):
+    for metric in metrics.shown(metrics.VERDICT_MOVED):
         moved = [f"{e['configuration']} ({f['comparison']['delta']:+.2f})" for e in report.effects for f in e["figures"]
                  if f["metric"] == metric and f["comparison"]["verdict"] in verdicts.MOVED]
         pr.append(f"{label(metric)} changed significantly in " + (", ".join(moved) if moved else "no configuration"))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
+from ..analysis import metrics
 from ..analysis.metrics import short_name
+from ..analysis.resultparts import Budget, Site
+from ..analysis.results import GroupView, RunSummary
 from ..contract.status import Status
 from .inrunviews import inrun_tables
 from .modelviews import model_lines, tensors_note
@@ -15,7 +18,7 @@ from .table import NA, Table, bpp, mib
 __all__ = ["NA", "Table", "bpp", "group_table", "header_lines", "mib", "run_tables", "zero_line"]
 
 
-def header_lines(s: dict[str, Any]) -> list[str]:
+def header_lines(s: RunSummary) -> list[str]:
     v = s.get("versions") or {}
     status = s["status"]
     if status != Status.OK:
@@ -44,8 +47,9 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     pin_line = pin_memory_line(s)
     if pin_line:
         lines.append(pin_line)
-    if (s.get("pinned") or {}).get("problem"):
-        lines.append(f"WARNING: {s['pinned']['problem']}")
+    problem = (s["pinned"] or {}).get("problem")
+    if problem:
+        lines.append(f"WARNING: {problem}")
     fixes = fix_line(s)
     if fixes:
         lines.append(fixes)
@@ -55,7 +59,7 @@ def header_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
-def load_lines(s: dict[str, Any]) -> list[str]:
+def load_lines(s: RunSummary) -> list[str]:
     """The model's load from its checkpoint, when it was loaded: its peak and what stayed, and what the rank holds."""
     load = s.get("load")
     if not load:
@@ -71,7 +75,7 @@ def load_lines(s: dict[str, Any]) -> list[str]:
             f"{bpp(f['anon'])}, file-backed {bpp(f['file'])}, shared {bpp(f['shmem'])}); this rank holds {held}"]
 
 
-def zero_line(s: dict[str, Any]) -> str:
+def zero_line(s: RunSummary) -> str:
     """'ZeRO stage 3, offload_optimizer cpu, offload_param cpu': what the run's figures are figures of."""
     z = s.get("zero") or {}
     if z.get("stage", NA) is None:
@@ -80,7 +84,7 @@ def zero_line(s: dict[str, Any]) -> str:
     return ", ".join([f"ZeRO stage {z.get('stage', NA)}", *offloads])
 
 
-def gathered_table(s: dict[str, Any]) -> Table | None:
+def gathered_table(s: RunSummary) -> Table | None:
     """ZeRO-3: how many parameters were gathered and not released, after backward and after the step."""
     points = s.get("zero3_gathered")
     if not points:
@@ -96,7 +100,7 @@ def gathered_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def phases_table(s: dict[str, Any]) -> Table:
+def phases_table(s: RunSummary) -> Table:
     t = Table("Phases (bytes per parameter above the pre-model baseline)",
               ["phase", "RSS", "peak RSS", "glibc in use", "glibc free-retained"])
     for phase, f in s["phases"].items():
@@ -112,7 +116,7 @@ PHASE_WORDS = {"end": "last step"}
 CENSUS_WORDS = {"end": "end (after the last step)"}
 
 
-def budget_table(s: dict[str, Any]) -> Table | None:
+def budget_table(s: RunSummary) -> Table | None:
     budgets = s.get("budgets") or []
     if not budgets:
         return None
@@ -134,15 +138,18 @@ def budget_table(s: dict[str, Any]) -> Table | None:
     for part in parts:
         t.rows.append([f"+ {part}", *[bpp((b.get("parts", {}).get(part) or {}).get("bytes_per_param"))
                                       for b in budgets]])
-    rows = (("not_attributed", "+ not attributed"), ("rss_above_baseline", "= RSS above baseline")) if parts else \
-        (("rss_above_baseline", "RSS above baseline"), ("unexplained", "unexplained (RSS - live)"))
-    for key, label in (*rows, ("host_pinned", "live tensors pinned (page-locked)"),
-                       ("malloc_trim_released", "malloc_trim(0) at end released"),
-                       ("estimator", "DeepSpeed estimator, a rank's share (absolute)"
-                        + (", assuming every parameter trainable" if s.get("model", {}) and
-                           (s["model"] or {}).get("trainable_params") is not None and
-                           s["model"]["trainable_params"] < (s.get("params") or 0) else ""))):
-        values = [b.get(f"{key}_bytes_per_param") for b in budgets]
+    rows: tuple[tuple[Callable[[Budget], float | None], str], ...] = (
+        (lambda b: b.get("not_attributed_bytes_per_param"), "+ not attributed"),
+        (lambda b: b.get("rss_above_baseline_bytes_per_param"), "= RSS above baseline")) if parts else (
+        (lambda b: b.get("rss_above_baseline_bytes_per_param"), "RSS above baseline"),
+        (lambda b: b.get("unexplained_bytes_per_param"), "unexplained (RSS - live)"))
+    trainable = (s["model"] or {}).get("trainable_params")
+    estimator = "DeepSpeed estimator, a rank's share (absolute)" + (
+        ", assuming every parameter trainable" if trainable is not None and trainable < (s["params"] or 0) else "")
+    for figure, label in (*rows, (lambda b: b.get("host_pinned_bytes_per_param"), "live tensors pinned (page-locked)"),
+                          (lambda b: b.get("malloc_trim_released_bytes_per_param"), "malloc_trim(0) at end released"),
+                          (lambda b: b.get("estimator_bytes_per_param"), estimator)):
+        values = [figure(b) for b in budgets]
         if any(v is not None for v in values):
             t.rows.append([label, *[bpp(v) for v in values]])
     device_roles = [r for b in budgets for r in (b.get("device") or {}).get("roles", {})]
@@ -165,12 +172,13 @@ def budget_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def _quiet(r: dict[str, Any]) -> bool:
-    keys = ("retained", "exclusive", "peak", "glibc_in_use", "glibc_free")
-    return all(abs(r[f"{k}_bytes_per_param"] or 0) < 0.005 for k in keys)
+def _quiet(r: Site) -> bool:
+    figures = (r["retained_bytes_per_param"], r["exclusive_bytes_per_param"], r["peak_bytes_per_param"],
+               r["glibc_in_use_bytes_per_param"], r["glibc_free_bytes_per_param"])
+    return all(abs(f or 0) < 0.005 for f in figures)
 
 
-def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
+def sites_table(s: RunSummary, all_rows: bool = False) -> Table:
     t = Table("Code sites (bytes per parameter; steady = mean per step)",
               ["site", "phase", "calls", "retained", "exclusive", "peak above entry", "glibc in use", "glibc free"])
     rows = s["sites"] if all_rows else [r for r in s["sites"] if not _quiet(r)]
@@ -201,7 +209,7 @@ def sites_table(s: dict[str, Any], all_rows: bool = False) -> Table:
     return t
 
 
-def _in_use(r: dict[str, Any]) -> str:
+def _in_use(r: Site) -> str:
     """A site's glibc in-use change: heap, and mmapped chunks apart (mapped whole, not necessarily resident)."""
     total, mapped = r["glibc_in_use_bytes_per_param"], r.get("glibc_mmapped_bytes_per_param")
     if total is None or mapped is None or abs(mapped) < 0.005:
@@ -209,7 +217,7 @@ def _in_use(r: dict[str, Any]) -> str:
     return f"{bpp(total - mapped, True)} [{bpp(mapped, True)} mapped]"
 
 
-def interventions_table(s: dict[str, Any]) -> Table | None:
+def interventions_table(s: RunSummary) -> Table | None:
     if not s.get("interventions"):
         return None
     t = Table("Interventions (how often each actually took effect)", ["intervention", "took effect", "count", "detail"])
@@ -220,10 +228,9 @@ def interventions_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-RANK_FIGURES = ("init.rss", "steady.rss", "peak", "budget.live", "role.fp32_master", "role.fp32_grad",
-                "role.adam_exp_avg", "role.adam_exp_avg_sq", "role.bit16_params")
-# ZeRO-3's own roles, shown when a rank has them
-STAGE3_RANK_FIGURES = ("role.bit16_partitions", "role.grad_partitions", "role.gathered_params")
+# the registry's figures for the table of ranks (Metric.shown), then its roles; ZeRO-3's own when a rank has them
+RANK_FIGURES = (*metrics.shown(metrics.PER_RANK), *(f"role.{r}" for r in metrics.RANK_ROLES))
+STAGE3_RANK_FIGURES = tuple(f"role.{r}" for r in metrics.STAGE3_RANK_ROLES)
 
 
 # Ranks a terminal or markdown table lists one by one (CSV and JSON list every rank): 65,536 rows help no one,
@@ -231,7 +238,7 @@ STAGE3_RANK_FIGURES = ("role.bit16_partitions", "role.grad_partitions", "role.ga
 SHOWN_RANKS = 32
 
 
-def ranks_table(s: dict[str, Any], every: bool = False) -> Table | None:
+def ranks_table(s: RunSummary, every: bool = False) -> Table | None:
     """Per rank, per parameter of the whole model (and of the rank's partition), with max and mean (over every
     rank); beyond SHOWN_RANKS ranks, unless `every`, the first ones and a row counting the others."""
     ranks = s.get("ranks")
@@ -260,7 +267,7 @@ def ranks_table(s: dict[str, Any], every: bool = False) -> Table | None:
     return t
 
 
-def node_table(s: dict[str, Any]) -> Table | None:
+def node_table(s: RunSummary) -> Table | None:
     """A multi-rank run's node: RSS and PSS summed over the ranks, and the sampled peak of the sum."""
     node = s.get("node")
     if not node:
@@ -281,7 +288,7 @@ def node_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
+def native_table(s: RunSummary, top: int = 5) -> Table | None:
     native = s.get("native")
     if not native:
         return None
@@ -298,7 +305,7 @@ def native_table(s: dict[str, Any], top: int = 5) -> Table | None:
     return t
 
 
-def group_table(data: dict[str, Any]) -> Table:
+def group_table(data: GroupView) -> Table:
     """Headline figures and the parts of RSS across the repeats of a group (analysis.summary.across):
     mean, sd, min, max (finished runs only)."""
     summaries = data["runs"]
@@ -310,7 +317,7 @@ def group_table(data: dict[str, Any]) -> Table:
     return t
 
 
-def run_table_parts(s: dict[str, Any], all_sites: bool = False) -> tuple[list[Table], list[Table]]:
+def run_table_parts(s: RunSummary, all_sites: bool = False) -> tuple[list[Table], list[Table]]:
     """A run's tables, most important first: (the key ones: who owns its RSS, by phase, by code site, its pinned
     memory; the detail behind --all: ZeRO-3's gathered weights, in-run events, interventions, memray)."""
     key = [ranks_table(s, all_sites), node_table(s), budget_table(s), phases_table(s), saves_table(s),
@@ -319,7 +326,7 @@ def run_table_parts(s: dict[str, Any], all_sites: bool = False) -> tuple[list[Ta
     return [t for t in key if t is not None and t.rows], [t for t in detail if t is not None and t.rows]
 
 
-def run_tables(s: dict[str, Any], all_sites: bool = False) -> list[Table]:
+def run_tables(s: RunSummary, all_sites: bool = False) -> list[Table]:
     """Every table of a run; `all_sites` (CSV, JSON) also lists every site and every rank."""
     key, detail = run_table_parts(s, all_sites)
     return [*key, *detail]

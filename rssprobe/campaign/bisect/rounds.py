@@ -29,7 +29,7 @@ from ...store.writer import write_json_atomic
 from ..engine import Campaign, Cell
 from ..matrix import Outcome
 
-DEFAULT_METRIC = "budget.rss_after_trim_above_baseline"
+DEFAULT_METRIC = metrics.TRIMMED
 
 
 def run_group(req: launch.RunRequest, repeat: int) -> Path:
