@@ -28,8 +28,8 @@ def test_the_typed_core_passes_mypy(tmp_path: Path) -> None:
 
 
 def test_mypy_checks_what_the_issue_names() -> None:
-    """The contract, the declared results and the reporters at least; the paths exist (mypy names a missing one an error, but a
-    path dropped from the list would pass silently)."""
+    """The contract, the declared results and the reporters at least; the paths exist (mypy names a missing one an
+    error, but a path dropped from the list would pass silently)."""
     files = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]["files"]
     assert {"rssprobe/contract", "rssprobe/analysis/results.py"} <= set(files)
     assert {"rssprobe/analysis/resultparts.py", "rssprobe/reporters"} <= set(files)  # results typed where read

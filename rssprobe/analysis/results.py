@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict, final
 
+from .. import kinds
 from .resultparts import (
     AcrossRow,
     Budget,
@@ -57,8 +58,6 @@ from .resultparts import (
     Versions,
     Zero,
 )
-
-from .. import kinds
 
 
 class RunSummary(TypedDict):
