@@ -32,7 +32,7 @@ from ..contract.interventions import DS_PIN_BACKEND_ENV, NATIVE_PIN, PIN_REGISTE
 from ..errors import UserError
 from ..store import layout
 from . import environment
-from .ask import ask
+from .ask import Reply, ask
 
 # ZeRO-2 with the optimizer offloaded: fp32 master, fp32 grad, Adam's two states (16 B/param of the whole
 # model, partitioned over the ranks) and, per rank, the bf16 model and its H2D staging copy (4 B/param):
@@ -355,8 +355,7 @@ def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
         keys = torch_alloc_conf.split(conf)
     except ValueError as e:
         raise UserError(f"{flag}: {e}") from None
-    reply = ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
-                ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
+    reply = _torch_reply(conf, tuple(keys), python)
     answer = reply.answer
     if not isinstance(answer, dict):
         why = reply.why or "not a JSON object"
@@ -370,6 +369,15 @@ def check_alloc_conf(conf: str | None, python: str = sys.executable) -> None:
                 if why:
                     raise UserError(f"{flag}: {why}")
     _check_values(conf, answer["torch"])
+
+
+@functools.lru_cache(maxsize=32)
+def _torch_reply(conf: str, keys: tuple[str, ...], python: str) -> Reply:
+    """What `python`'s torch says of `conf`, asked once a process (a subprocess that imports torch, ~1.5 s of CPU):
+    check_alloc_conf's own cache keeps only the settings it passes, and every command of a campaign, a cell or a
+    test that refuses the same setting would ask again."""
+    return ask(python, ["-m", "rssprobe.worker.allocconf", conf, json.dumps(list(keys))],
+               ALLOC_CONF_ANSWER, environment.alloc_conf_probe(python))
 
 
 def _check_values(conf: str, torch_version: str | None) -> None:
