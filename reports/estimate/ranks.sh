@@ -2,7 +2,8 @@
 # A node's rank count, measured (issue 41, item 5): the default scenario (16.8 M params, ZeRO-2, optimizer
 # offloaded, 6 steps) at 4 and 8 CPU ranks per node, estimated from a 1-rank and from a 2-rank calibration (the
 # scenario's shape at 1, 2 and 3 layers, 12 steps, made by `rssprobe estimate` on first use), and measured 3 times
-# in fresh processes; with glibc's mmap threshold fixed ("fixed") and as users have it ("own"). One run at a time;
+# in fresh processes; with glibc's mmap threshold fixed ("fixed") and as users have it ("own"; the 8-rank node also
+# from a calibration made at 8 ranks, to tell the rank count from the rest). One run at a time;
 # rerunning reuses what finished. Then `python -m tools.evidence.estimate ranks $OUT` prints the table.
 #   OUT=/tmp/ranks nice -n 10 bash reports/estimate/ranks.sh
 set -euo pipefail
@@ -32,6 +33,13 @@ for kind in fixed own; do
         --calibration "$dir" --format json > "$est"
     done
   done
+  if [[ $kind == own ]]; then  # and the 8-rank node from a calibration at 8 ranks (what the note advises)
+    dir=$(calibration own 8)
+    est=$OUT/estimates/default-8r-own-cal8.json
+    # shellcheck disable=SC2046
+    [[ -s $est ]] || $RSSPROBE estimate "${TARGET[@]}" --ranks-per-node 8 --accelerator cpu --calibration "$dir" \
+      --format json > "$est"
+  fi
   for ranks in 4 8; do
     run=$OUT/runs/default-${ranks}r-$kind
     # shellcheck disable=SC2046

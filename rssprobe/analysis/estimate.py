@@ -307,24 +307,6 @@ def rank_details(target: Target, cal: Calibration, f: dict[str, stats.Proportion
             "per_param_residual_bytes_per_param": f["steady"].slope}
 
 
-def more_ranks_note(ranks_per_node: int, cal: Calibration) -> str | None:
-    """More ranks per node than a CPU calibration of several ranks, under glibc's own mmap threshold: likely high.
-
-    Such a calibration's processes keep freed transients in glibc's heap (mallinfo2 fordblks) that grow with its
-    size (the default scenario at 2 ranks: 59, 71 and 118 MiB at 4.2, 8.4 and 12.6 M params); the fit carries that
-    growth per parameter of the whole model, but a process among 4 or 8 ranks of a larger model kept 39-43 MiB
-    (reports/estimate.md, "A node's rank count"). With the threshold fixed none is kept and the ranks agree.
-    """
-    if cal.accelerator != "cpu" or not cal.glibc_dynamic or cal.ranks < 2 or ranks_per_node <= cal.ranks:
-        return None
-    return (f"{ranks_per_node} ranks per node from a {cal.ranks}-rank calibration under glibc's own mmap threshold: "
-            "its processes keep freed transients in glibc's heap that grow with its size more than a process among "
-            "more ranks does, so the figures are likely high (held out at 4 and 8 ranks from a 2-rank calibration: "
-            f"15-20% high; reports/estimate.md); --calibration-ranks {ranks_per_node} calibrates at the target's "
-            "ranks, and with glibc's mmap threshold fixed (--malloc-env MALLOC_MMAP_THRESHOLD_=65536, run and "
-            "estimate alike) the ranks agree within 3%")
-
-
 def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
     """The rank's and the node's figures, the calibration's checks, and the notes an engineer needs."""
     steps = calibration_steps(target, cal)
@@ -346,8 +328,6 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
                      f"in fp32, the calibration's {largest / 2**20:,.0f} MiB: glibc returns freed blocks above its "
                      "largest dynamic mmap threshold (32 MiB) at once, so per-parameter residuals fitted on the "
                      "calibration's smaller transients may overstate the target's")
-    if more := more_ranks_note(target.ranks_per_node, cal):
-        notes.append(more)
     if f["steady"].dof == 0:
         notes.append("no interval: the calibration has no degrees of freedom left (2 runs); run 3 sizes or more")
     return {"rank": rank, "node": node, "extrapolation": far_by, "far": far_by > FAR, "steps": steps,

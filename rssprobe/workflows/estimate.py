@@ -405,8 +405,8 @@ def ranks_note(stage: int, world: int, steps: int, cal: calib.Calibration) -> li
         "a 2-rank sweep on a GPU would measure them (rssprobe scale ... --world-size 2)"
     what = "the ranks' gathers and each process's own costs among several" if stage == 3 else \
         "each process's own costs among several"
-    return [f"{world} ranks from a 1-rank calibration: {what} are not calibrated (at 2 ranks 8-9% low, at 4 and 8 "
-            f"within 3%, on CPU runs under glibc's own mmap threshold: reports/estimate.md); {how}"]
+    return [f"{world} ranks from a 1-rank calibration: {what} are not calibrated (8-9% low on CPU runs under glibc's "
+            f"own mmap threshold, reports/estimate.md); {how}"]
 
 
 def beyond_note(extrapolation: float, cal: calib.Calibration) -> str | None:

@@ -332,10 +332,10 @@ def rank_rows(out: Path) -> tuple[list[str], list[dict[str, Any]]]:
     lines = ["| target | ranks | glibc | calibrated at | who | figure | measured MiB: mean (n; spread) | "
              "estimate MiB [95%] | error | covered |", "|---|---:|---|---:|---|---|---:|---:|---:|---:|"]
     node: list[dict[str, Any]] = []
-    for path in sorted((out / "estimates").glob("*-cal*.json"),
-                       key=lambda p: (json.loads(p.read_text())["target"]["ranks_per_node"], p.name)):
+    written = [p for p in (out / "estimates").glob("*-cal*.json") if p.stat().st_size]  # not one being written
+    for path in sorted(written, key=lambda p: (json.loads(p.read_text())["target"]["ranks_per_node"], p.name)):
         group = out / "runs" / path.stem.rsplit("-cal", 1)[0]
-        if not path.stat().st_size or not GroupDir.is_group(group):
+        if not GroupDir.is_group(group):
             continue
         est = json.loads(path.read_text())
         got = [measured_exact(r) for r in GroupDir(group).runs() if _finished(r)]
@@ -395,7 +395,7 @@ def retained(out: Path, steps: int = 6) -> list[str]:
     return lines
 
 
-def _stands(node: list[dict[str, Any]], ranks: int, kind: str, cal: int) -> str | None:
+def _stands(node: list[dict[str, Any]], ranks: int, kind: str, cal: int, name: str | None = None) -> str | None:
     """One calibration's verdict for `ranks` per node: does / does not, its worst error, the runs its intervals
     held (None: not measured)."""
     rows = [r for r in node if (r["ranks"], r["kind"], r["cal"]) == (ranks, kind, cal)]
@@ -404,9 +404,10 @@ def _stands(node: list[dict[str, Any]], ranks: int, kind: str, cal: int) -> str 
     ok = all(abs(r["err"]) <= RANK_GOALS[kind] for r in rows)
     side = " high" if all(r["err"] > RANK_GOALS[kind] for r in rows) else \
         " low" if all(r["err"] < -RANK_GOALS[kind] for r in rows) else ""
-    return (f"the {cal}-rank calibration {'does' if ok else 'does not'} (worst {_worst([r['err'] for r in rows])}"
-            f"{'' if ok else side}, its intervals holding {sum(r['inside'] for r in rows)} of "
-            f"{sum(r['runs'] for r in rows)} runs)")
+    who = name or f"the {cal}-rank calibration"
+    worst = _worst([r["err"] for r in rows]) + ("" if ok else side)
+    return (f"{who} {'does' if ok else 'does not'} (worst {worst}, its intervals holding "
+            f"{sum(r['inside'] for r in rows)} of {sum(r['runs'] for r in rows)} runs)")
 
 
 def ranks_answer(out: Path) -> list[str]:
@@ -420,6 +421,9 @@ def ranks_answer(out: Path) -> list[str]:
             parts.append(f"{how} (goal {100 * RANK_GOALS[kind]:.0f}%) " + " and ".join(said))
     if not parts:
         return ["**8 ranks per node: not measured yet.**"]
+    own8 = _stands(node, 8, "own", 8, "a calibration made at 8 ranks itself, under glibc's own threshold,")
+    if own8:
+        parts.append(own8)
     four = []
     for kind in ("fixed", "own"):
         for cal in (1, 2):
