@@ -72,8 +72,9 @@ def _cuda_pinned(table: str, names: tuple[str, ...]) -> Callable[[Path], str]:
 def _estimate(tmp: Path) -> str:
     from tools.evidence import estimate
     root = _extracted(REPORTS / "estimate" / "heldout.tar.gz", tmp)
+    ranks = _extracted(REPORTS / "estimate" / "ranks.tar.gz", tmp / "ranks")
     return _printed(lambda: estimate.report(REPORTS / "estimate" / "estimate.md.in", REPORTS / "estimate" /
-                                            "heldout.toml", root / "out", root / "before", root / "proj"))
+                                            "heldout.toml", root / "out", root / "before", root / "proj", ranks))
 
 
 PAGES: dict[str, Callable[[Path], str]] = {

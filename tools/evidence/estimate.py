@@ -3,6 +3,7 @@
     python -m tools.evidence.estimate heldout PLAN $OUT # estimate_heldout.py's output: the held-out validation
     python -m tools.evidence.estimate $OUT              # $OUT of evidence.sh (estimates/*.json, runs/<row>/run-*)
     python -m tools.evidence.estimate projections $OUT  # $OUT of projections.sh (GiB per node)
+    python -m tools.evidence.estimate ranks $OUT        # $OUT of ranks.sh: 4 and 8 ranks per node
 
 For every row and figure (steady RSS, peak, initialize peak; each rank and, with several ranks, the node): the
 measured mean over the repeats, their spread (max - min: glibc's retention noise between identical runs), the
@@ -320,19 +321,138 @@ def misses(plan_path: Path, out: Path, before: Path) -> list[str]:
     return lines
 
 
-def report(template: Path, plan_path: Path, out: Path, before: Path, proj: Path) -> str:
+# ---- a node's rank count (issue 41, item 5: reports/estimate/ranks.sh) --------------------------------------------
+RANK_FIGURES = (("steady_rss", "steady RSS"), ("peak_rss", "peak RSS"))
+RANK_GOALS = {"fixed": FIXED_GOAL, "own": GLIBC_GOAL}  # issue 29's goals for the point, by glibc kind
+
+
+def rank_rows(out: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """ranks.sh's estimates against its measured runs, rank 0 and the node; and the node's figures (ranks, glibc
+    kind, calibration ranks, error, runs inside the interval, runs) for the answer."""
+    lines = ["| target | ranks | glibc | calibrated at | who | figure | measured MiB: mean (n; spread) | "
+             "estimate MiB [95%] | error | covered |", "|---|---:|---|---:|---|---|---:|---:|---:|---:|"]
+    node: list[dict[str, Any]] = []
+    written = [p for p in (out / "estimates").glob("*-cal*.json") if p.stat().st_size]  # not one being written
+    for path in sorted(written, key=lambda p: (json.loads(p.read_text())["target"]["ranks_per_node"], p.name)):
+        group = out / "runs" / path.stem.rsplit("-cal", 1)[0]
+        if not GroupDir.is_group(group):
+            continue
+        est = json.loads(path.read_text())
+        got = [measured_exact(r) for r in GroupDir(group).runs() if _finished(r)]
+        if not got:
+            continue
+        k, cal, t = est["target"]["ranks_per_node"], est["calibration"]["ranks"], est["target"]
+        kind = "fixed" if "MALLOC_MMAP_THRESHOLD_" in est["calibration"]["malloc_env"] else "own"
+        for who, view, truth in (("rank 0", est["rank"], [g[0][0] for g in got]),
+                                 ("node", est["node"], [g[1] for g in got])):
+            for key, label in RANK_FIGURES:
+                values = [v[key] for v in truth]
+                mean, value = fmean(values), view[f"{key}_bytes"]
+                low, high = view[f"{key}_bytes_low"], view[f"{key}_bytes_high"]
+                err = value / mean - 1
+                inside = 0 if low is None else sum(low <= v <= high for v in values)
+                if who == "node":
+                    node.append({"ranks": k, "kind": kind, "cal": cal, "err": err, "inside": inside,
+                                 "runs": len(values)})
+                interval = "none" if low is None else f"[{low / MIB:,.0f}, {high / MIB:,.0f}]"
+                lines.append(f"| {t['scenario']}, {t['params'] / 1e6:,.1f} M params, {t['steps']} steps | {k} | "
+                             f"{kind} | {cal} rank{'s' if cal > 1 else ''} | {who} | {label} | {mean / MIB:,.1f} "
+                             f"({len(values)}; {100 * (max(values) - min(values)) / mean:.1f}%) | {value / MIB:,.1f} "
+                             f"{interval} | {100 * err:+.2f}% | {'-' if low is None else f'{inside}/{len(values)}'} |")
+    return lines, node
+
+
+def retained(out: Path, steps: int = 6) -> list[str]:
+    """Where the calibrations and the measured runs differ: rank 0's steady RSS above its pre-model baseline and
+    glibc's free-but-retained heap bytes (mallinfo2 fordblks), both the mean of steps 2..`steps` (the target's
+    steady window), by calibration size and by measured configuration; the mean over each one's runs."""
+    lines = ["| runs | ranks | glibc | params (M) | partition (M) | n | steady RSS above baseline MiB | "
+             "glibc free-retained MiB |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    groups = []
+    for cal in (out / "calibrations").glob("*/calibration.json"):
+        key = json.loads(cal.read_text())["key"]
+        for group in (cal.parent / "scale").glob("params-*"):
+            groups.append((0, f"calibration ({key['repeat']} a size)", key.get("ranks", 1), key["malloc_env"], group))
+    for group in (out / "runs").glob("*"):
+        info = json.loads(next(p for p in sorted(group.glob("run-*/manifest.json"))).read_text())
+        groups.append((1, "measured", info["world_size"], info.get("malloc_env") or {}, group))
+    # calibrations, then the measured runs; by ranks, glibc kind (fixed first) and size
+    groups.sort(key=lambda g: (g[0], g[2], not g[3], int(g[4].name.split("-")[1]) if g[0] == 0 else 0))
+    for _order, what, ranks, env, group in groups:
+        above, free, params = [], [], 0
+        for run in GroupDir(group).runs():
+            if not _finished(run):
+                continue
+            s = Summary(run)
+            window = s.steps[1:steps]
+            params = s.params
+            above.append(fmean(e["rss"] for e in window) - s.baseline["rss"])
+            free.append(fmean(e["mallinfo"]["fordblks"] for e in window))
+        if above:
+            lines.append(f"| {what} | {ranks} | {'fixed' if 'MALLOC_MMAP_THRESHOLD_' in env else 'own'} | "
+                         f"{params / 1e6:,.1f} | {params / ranks / 1e6:,.1f} | {len(above)} | "
+                         f"{fmean(above) / MIB:,.1f} | {fmean(free) / MIB:,.1f} |")
+    return lines
+
+
+def _stands(node: list[dict[str, Any]], ranks: int, kind: str, cal: int, name: str | None = None) -> str | None:
+    """One calibration's verdict for `ranks` per node: does / does not, its worst error, the runs its intervals
+    held (None: not measured)."""
+    rows = [r for r in node if (r["ranks"], r["kind"], r["cal"]) == (ranks, kind, cal)]
+    if not rows:
+        return None
+    ok = all(abs(r["err"]) <= RANK_GOALS[kind] for r in rows)
+    side = " high" if all(r["err"] > RANK_GOALS[kind] for r in rows) else \
+        " low" if all(r["err"] < -RANK_GOALS[kind] for r in rows) else ""
+    who = name or f"the {cal}-rank calibration"
+    worst = _worst([r["err"] for r in rows]) + ("" if ok else side)
+    return (f"{who} {'does' if ok else 'does not'} (worst {worst}, its intervals holding "
+            f"{sum(r['inside'] for r in rows)} of {sum(r['runs'] for r in rows)} runs)")
+
+
+def ranks_answer(out: Path) -> list[str]:
+    """The sentence that answers "do 1- and 2-rank calibrations stand for 8 ranks per node?", from the table:
+    the node's steady and peak RSS against issue 29's goals (3% with glibc's threshold fixed, 5% under its own)."""
+    _lines, node = rank_rows(out)
+    parts = []
+    for kind, how in (("fixed", "with glibc's mmap threshold fixed"), ("own", "under glibc's own threshold")):
+        said = [v for v in (_stands(node, 8, kind, cal) for cal in (1, 2)) if v]
+        if said:
+            parts.append(f"{how} (goal {100 * RANK_GOALS[kind]:.0f}%) " + " and ".join(said))
+    if not parts:
+        return ["**8 ranks per node: not measured yet.**"]
+    own8 = _stands(node, 8, "own", 8, "a calibration made at 8 ranks itself, under glibc's own threshold,")
+    if own8:
+        parts.append(own8)
+    four = []
+    for kind in ("fixed", "own"):
+        for cal in (1, 2):
+            errs = [r["err"] for r in node if (r["ranks"], r["kind"], r["cal"]) == (4, kind, cal)]
+            if errs:
+                four.append(f"{_worst(errs)} from the {cal}-rank calibration ({kind})")
+    return ["**Do 1- and 2-rank calibrations stand for 8 ranks per node? On the node's steady and peak RSS, "
+            + "; ".join(parts) + ".**" + (f" At 4 ranks the worst errors are {', '.join(four)}." if four else "")]
+
+
+def report(template: Path, plan_path: Path, out: Path, before: Path, proj: Path, ranks: Path) -> str:
     """reports/estimate.md: the template with each <!-- table --> marker replaced by its table."""
     text = template.read_text()
     for marker, lines in (("answer", answer(plan_path, out)), ("heldout", heldout(plan_path, out)),
                           ("misses", misses(plan_path, out, before)), ("projections", projections(proj)),
-                          ("field", field(proj)), ("reconcile", reconcile(proj))):
+                          ("field", field(proj)), ("reconcile", reconcile(proj)),
+                          ("ranks-answer", ranks_answer(ranks)), ("ranks", rank_rows(ranks)[0]),
+                          ("retained", retained(ranks))):
         text = text.replace(f"<!-- {marker} -->", "\n".join(lines))
     return text
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "report":  # report TEMPLATE PLAN HELDOUT_OUT BEFORE_DIR PROJECTIONS_OUT
-        print(report(*(Path(a) for a in sys.argv[2:7])), end="")
+    if sys.argv[1] == "report":  # report TEMPLATE PLAN HELDOUT_OUT BEFORE_DIR PROJECTIONS_OUT RANKS_OUT
+        print(report(*(Path(a) for a in sys.argv[2:8])), end="")
+        sys.exit(0)
+    if sys.argv[1] == "ranks":
+        got = Path(sys.argv[2])
+        print("\n".join([*ranks_answer(got), "", *rank_rows(got)[0], "", *retained(got)]))
         sys.exit(0)
     if sys.argv[1] == "heldout":
         print("\n".join(heldout(Path(sys.argv[2]), Path(sys.argv[3]))))
