@@ -16,6 +16,7 @@ from ..config import patchsets
 from ..config.runoptions import RunOptions
 from ..config.scenariospec import ScenarioSpec
 from ..contract.environment import SHARED_OPS_ENV, TORCH_ALLOC_CONF_ENV
+from ..store import outputs
 from . import environment, launch, request
 
 DEEPSPEED_ENV_FILE = "deepspeed_env"  # in the run directory: NAME=VALUE lines, DeepSpeed's launcher's DS_ENV_FILE
@@ -40,7 +41,7 @@ def prepare(spec: ScenarioSpec, out: Path, patched: bool, patches: list[str]) ->
     run_dir = shlex.quote(str(path))
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     env_file = path / DEEPSPEED_ENV_FILE
-    env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+    outputs.replace(env_file, "".join(f"{k}={v}\n" for k, v in env.items()))
     return (f"prepared {run_dir} for {world_size} ranks. On every node (same torch and DeepSpeed):\n\n"
             f"  export {exports}\n"
             f"  torchrun --nnodes NODES --nproc-per-node RANKS_PER_NODE --rdzv-backend c10d \\\n"
