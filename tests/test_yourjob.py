@@ -175,6 +175,23 @@ def test_a_lora_shaped_zero3_run_shows_its_trainable_count_and_names_the_frozen_
 
 
 @pytest.mark.worker
+def test_a_lora_shaped_zero2_run_names_its_frozen_weights(tmp_path: Path) -> None:
+    """Known answer at ZeRO-2 (1 rank): the frozen base is whole bf16 weights, 2 x 1,050,624 bytes, in no optimizer
+    group (the ZeRO-1/2 optimizer never reaches them); they are the role frozen_weights, and `other` holds nothing
+    of the model. Before the role they were `other`: 1.94 B/param of this model's 1,083,392."""
+    run = tmp_path / "frozen2"
+    rssprobe("run", "--out", str(run), "--script", str(FROZEN), "--", "--stage", "2", "--steps", "2", check=True)
+    s = summary(run)
+    params = BASE + TRAINED
+    assert s["params"] == params and s["model"]["trainable_params"] == TRAINED
+    roles = s["budget"]["roles"]
+    # resident bytes of whole pages: within a page per frozen tensor (8 tensors x 4 KiB) of 2 B/param
+    assert abs(roles["frozen_weights"] - 2 * BASE / params) <= 8 * 4096 / params
+    assert roles.get("other", 0.0) < 0.05
+    assert s["zero"]["stage"] == 2 and s["zero"]["offload_param"] is None
+
+
+@pytest.mark.worker
 @pytest.mark.slow
 def test_a_two_rank_launcher_run_records_its_world_reads_offload_and_keeps_per_rank_logs(tmp_path: Path) -> None:
     """torchrun, 2 ranks (gloo), the script at ZeRO-2 with offload_param {device: none} as accelerate's plugin writes

@@ -151,3 +151,12 @@ if [[ -n $HDS && -f $HDS ]]; then
 else
   echo "skipped: set HELLO_DS to a copy of DeepSpeedExamples' train_bert_ds.py (or DSE_SRC to a checkout)"
 fi
+# 6. Issue 42: TRL's SFTTrainer, PEFT LoRA, an accelerate loop and a Trainer job's saves, in another virtualenv
+# (TP_VENV: reports/your-job/finetune/evidence.sh says what it holds)
+if [[ -n ${TP_VENV:-} ]]; then
+  # rssprobe's own interpreter by its path: PATH's `python` is TP_VENV's there (RSSPROBE_OWN: another command)
+  OUT=$OUT RSSPROBE=${RSSPROBE_OWN:-${RSSPROBE/#python /$(command -v python) }} \
+      bash "$ROOT/reports/your-job/finetune/evidence.sh"
+else
+  echo "skipped: set TP_VENV to a virtualenv with trl, peft and datasets (reports/your-job/finetune/evidence.sh)"
+fi

@@ -136,7 +136,9 @@ REGISTRY: tuple[Metric, ...] = (
         ("peak", "a save's exact peak above the RSS right before it", False),
         ("peak_rss", "a save's exact peak above the pre-model baseline", False),
         ("retained", "RSS a save leaves behind", False),
-        ("state_dict", "the consolidated 16-bit state dict a save builds on this rank (storage bytes)", True))),
+        ("state_dict", "the consolidated 16-bit state dict a save builds on this rank (storage bytes)", True),
+        ("collected", "RSS the garbage collector freed right after a scenario's save (held by reference cycles)",
+         False))),
     Metric("node.save.*", "a save figure, every rank summed (peaks: an upper bound of the node's)", "saves"),
     # glibc's free chunks that stay resident: the verdict page shows it beside the PR's figures
     Metric("part.glibc_free_resident", "RSS of a memory-map part", "parts", shown=((CLAIMS, 6), (VERDICT_MOVED, 1))),
@@ -279,6 +281,8 @@ def _save_names(scenario: Scenario | None) -> list[str]:
     else:
         return []
     names = [f"save.{k}.{f}" for k in kinds for f in ("peak", "peak_rss", "retained", "state_dict")]
+    if scenario is not None and scenario.model.kind != "script":  # measured after a scenario's own saves only
+        names += [f"save.{k}.collected" for k in kinds]
     if scenario is None or scenario.world_size > 1 or scenario.model.kind == "script":
         names += [f"node.save.{k}.{f}" for k in kinds for f in ("peak", "peak_rss", "state_dict")]
     return names

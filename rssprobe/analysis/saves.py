@@ -3,7 +3,9 @@
 Per kind, on one rank: the exact peak above the RSS right before the save (`peak`: what the save needs on top of
 training), the same peak above the run's pre-model baseline (`peak_rss`: what the rank holds at the save's top),
 the RSS it leaves behind (`retained`), and the consolidated 16-bit state dict it built on this rank
-(`state_dict`: storage bytes, exact; 0 on a rank whose consolidating call returned nothing). `final` is the
+(`state_dict`: storage bytes, exact; 0 on a rank whose consolidating call returned nothing). For a scenario's own
+saves, `collected`: the part of `retained` Python's garbage collector freed right after the save (a state dict a
+reference cycle kept alive: DeepSpeed's ZeRO-3 consolidation does, see worker/saves.py). `final` is the
 saves after the last step (a job's final save, where field jobs died). The node's figure sums every rank's.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-FIGURES = ("peak", "peak_rss", "retained", "state_dict")
+FIGURES = ("peak", "peak_rss", "retained", "state_dict", "collected")
 FINAL = "final"  # the saves after the last step, whatever their kind
 
 
@@ -45,8 +47,15 @@ def _figures(occ: list[dict[str, Any]], baseline: float | None, params: int) -> 
         "peak_rss": None if baseline is None else max(e["peak"] - baseline for e in occ) / params,
         "retained": sum(e["rss"] - e["entry_rss"] for e in occ) / len(occ) / params,
         "state_dict_bytes": held, "state_dict": None if held is None else held / params,
+        "collected": _collected(occ, params),
         "parts": _parts(occ, params),
     }
+
+
+def _collected(occ: list[dict[str, Any]], params: int) -> float | None:
+    """RSS the garbage collector freed right after these saves, mean per save; None when none was collected."""
+    got = [e["collected"]["rss"] for e in occ if e.get("collected")]
+    return sum(got) / len(got) / params if got else None
 
 
 def _parts(occ: list[dict[str, Any]], params: int) -> list[dict[str, Any]]:

@@ -184,6 +184,9 @@ class Save(Interval):
     # returned None on this rank)
     parts: dict[str, dict[str, Any]]
     state_dict_bytes: int | None  # the consolidated 16-bit state dict this rank built inside (storages); None: none
+    # a scenario's save: what Python's garbage collector freed right after it ({objects, rss, inuse} bytes; a state
+    # dict kept alive by a reference cycle); None or absent: not collected (a user's own save, left to the collector)
+    collected: NotRequired[dict[str, Any] | None]
 
 
 class Census(Event):

@@ -114,7 +114,8 @@ class Worker:
             started = time.perf_counter()
             zero_opt = getattr(self.engine, "optimizer", None)
             rss, mallinfo = procfs.rss_bytes(), glibc.mallinfo2()
-            found, storages, pinned = census.take(zero_opt, self.torch, self.zero_stage)
+            found, storages, pinned = census.take(zero_opt, self.torch, self.zero_stage,
+                                                  getattr(self.engine, "module", None))
             parts = memmap.partition(storages, glibc.STATUS.available, os.environ.get("TORCH_EXTENSIONS_DIR"),
                                      pinned) if probes["memmap"] else None
             if self.modules_seen is None:  # the first census: everything imported so far is the baseline's

@@ -29,6 +29,9 @@ from .memmap import Reader, checkpoint_ranges
 CHECKPOINT_ROLE = "checkpoint_mapped"
 # a path step in roles.toml that walks a module's frozen parameters (requires_grad False)
 FROZEN = "@frozen"
+# a path's first step in roles.toml: the engine's module rather than the ZeRO optimizer (ZeRO-1/2's optimizer keeps
+# no reference to it, and a fine-tune's frozen weights are in no optimizer group)
+MODULE = "@module"
 
 
 def _walk(obj: Any, parts: list[str]) -> Iterator[Any]:
@@ -71,22 +74,28 @@ def _pinned(t: Any) -> bool:
         return False
 
 
-def role_tensors(zero_optimizer: Any, tensor_type: type, stage: int) -> Iterator[tuple[str, Any, tuple[int, int]]]:
-    """(role, tensor, storage key) for every tensor the declared roles reach from the ZeRO optimizer, the last
-    role listed first, so that a caller keeping the last role it sees for a storage keeps the first listed."""
+def role_tensors(zero_optimizer: Any, tensor_type: type, stage: int,
+                 module: Any = None) -> Iterator[tuple[str, Any, tuple[int, int]]]:
+    """(role, tensor, storage key) for every tensor the declared roles reach from the ZeRO optimizer (or, for a
+    path starting at @module, from the engine's module), the last role listed first, so that a caller keeping the
+    last role it sees for a storage keeps the first listed."""
     if zero_optimizer is None:
         return
     for role, paths in reversed(load_roles(stage)):
         for path in paths:
-            for t in _walk(zero_optimizer, path.split(".")):
+            steps = path.split(".")
+            root = zero_optimizer
+            if steps[0] == MODULE:
+                root, steps = module, steps[1:]
+            for t in _walk(root, steps):
                 if isinstance(t, tensor_type):
                     key = _storage_key(t)
                     if key is not None and key[1] > 0:
                         yield role, t, key
 
 
-def take(zero_optimizer: Any, torch_module: Any,
-         stage: int) -> tuple[dict[str, Any], list[tuple[int, int]], list[tuple[int, int]]]:
+def take(zero_optimizer: Any, torch_module: Any, stage: int,
+         module: Any = None) -> tuple[dict[str, Any], list[tuple[int, int]], list[tuple[int, int]]]:
     """Role -> {allocated, resident, pinned, storages} for all live CPU tensor storages, device storages by
     role apart, and the host storages' (data_ptr, nbytes), all and pinned, which the memory-map partition needs."""
     Tensor = torch_module.Tensor
@@ -118,7 +127,7 @@ def take(zero_optimizer: Any, torch_module: Any,
             i = bisect.bisect_right(starts, key[0]) - 1
             if i >= 0 and key[0] < mapped[i][1]:
                 storages[key] = CHECKPOINT_ROLE
-    for role, t, key in role_tensors(zero_optimizer, Tensor, stage):
+    for role, t, key in role_tensors(zero_optimizer, Tensor, stage, module):
         if t.device.type == "cpu":
             if key not in storages and _pinned(t):
                 pinned.add(key)

@@ -139,10 +139,11 @@ class SaveProbe:
             self.depth[entry] -= 1
 
     def measure(self, kind: str, fn: Callable[[], Any]) -> Any:
-        """A save the worker itself makes (a scenario's [save]), as one save of `kind`."""
-        return self._save(kind, fn, None)
+        """A save the worker itself makes (a scenario's [save]), as one save of `kind`; what Python's garbage
+        collector then frees is measured after it (a user's own saves are left to the collector's own timing)."""
+        return self._save(kind, fn, None, collect=True)
 
-    def _save(self, kind: str, fn: Callable[[], Any], entry: str | None) -> Any:
+    def _save(self, kind: str, fn: Callable[[], Any], entry: str | None, collect: bool = False) -> Any:
         assert kind in SAVE_KINDS, kind
         w = self.w
         entry_smaps = procfs.smaps_rollup()  # anonymous memory at entry: what a save keeps is anonymous
@@ -157,11 +158,13 @@ class SaveProbe:
             time_s = time.perf_counter() - opened.t0
             peak = w.tracker.exit(opened.interval)
         sites, calls, probe_s = self.recorder.drain()
+        after = w.probe(smaps=True, rss=opened.interval.rss1)
+        collected = _collect() if collect else None  # after the save's own figures: they are as it left them
         w.events.emit("save", save=kind, step=self.steps(), time_s=time_s, probe_s=probe_s, peak=peak,
                       entry_rss=opened.interval.rss0, entry_smaps=entry_smaps, entry_mallinfo=entry_mallinfo,
                       parts=opened.parts,
-                      state_dict_bytes=opened.state_dict, sites=sites, calls=calls,
-                      **w.probe(smaps=True, rss=opened.interval.rss1))
+                      state_dict_bytes=opened.state_dict, sites=sites, calls=calls, collected=collected,
+                      **after)
         return out
 
     def _part(self, entry: str, fn: Callable[[], Any]) -> Any:
@@ -190,6 +193,20 @@ class SaveProbe:
                 opened.state_dict = (opened.state_dict or 0) + held
             part.setdefault("state_dict_bytes", held)
         return out
+
+
+def _collect() -> dict[str, Any]:
+    """Run Python's cyclic garbage collector right after a save; what it freed (RSS, glibc's bytes in use). A save
+    can leave its consolidated state dict alive in a reference cycle: DeepSpeed's
+    _zero3_consolidated_16bit_state_dict builds it in a recursive nested function (get_layer_state_dict) whose
+    closure cell refers to itself and to the state dict, so the dict outlives the call until the collector runs."""
+    import gc
+
+    rss0, mi0 = procfs.rss_bytes(), glibc.in_use_and_free()
+    objects = gc.collect()
+    rss1, mi1 = procfs.rss_bytes(), glibc.in_use_and_free()
+    return {"objects": objects, "rss": rss0 - rss1,
+            "inuse": None if mi0 is None or mi1 is None else mi0[0] - mi1[0]}
 
 
 # ---- a scenario's saves at the end ----------------------------------------------------------------
