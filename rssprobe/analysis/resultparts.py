@@ -345,6 +345,7 @@ class SaveFigures(TypedDict, total=False):
     retained: float
     state_dict_bytes: int | None
     state_dict: float | None
+    collected: float | None  # RSS the garbage collector freed right after rssprobe's own saves, per parameter
     parts: list[dict[str, Any]]
 
 
