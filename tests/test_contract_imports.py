@@ -18,8 +18,7 @@ SUBMODULES = {p.stem for p in CONTRACT.glob("*.py")} - {"__init__"}
 # The modules that still read `contract.NAME` through the package (their bodies are being rewritten by others as
 # this is written: the store's readers, the run's launch and preflight, the plan, estimate). This list only shrinks.
 LEGACY = {"rssprobe/store/upgrade.py", "rssprobe/store/campaign.py", "rssprobe/store/rundir.py",
-          "rssprobe/run/launch.py", "rssprobe/run/preflight.py", "rssprobe/campaign/plan.py",
-          "rssprobe/workflows/estimate.py"}
+          "rssprobe/run/launch.py", "rssprobe/run/preflight.py", "rssprobe/campaign/plan.py"}
 
 
 def _target(path: Path, node: ast.ImportFrom) -> str:

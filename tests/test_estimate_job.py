@@ -159,7 +159,7 @@ def test_every_suggested_change_runs_as_printed(tmp_path: Path) -> None:
 
 
 def test_command_replaces_what_a_change_gives() -> None:
-    from rssprobe.workflows import estimate_job
+    from rssprobe.workflows.estimate import job as estimate_job
 
     argv = ["estimate", "--model", "m", "--gpus-per-node=8", "--no-zero-init", "--stage", "2"]
     assert estimate_job.command(argv, ["--gpus-per-node", "3"]) == \
@@ -213,7 +213,7 @@ def test_a_gpu_targets_answer_names_the_phases_it_could_not_estimate(tmp_path: P
 def test_the_measure_hint_names_a_scenario_that_takes_its_sets() -> None:
     """The scale command the hint prints validates as a scenario (its --set words apply to it)."""
     from rssprobe.config.scenariospec import ScenarioSpec
-    from rssprobe.workflows import estimate_job
+    from rssprobe.workflows.estimate import job as estimate_job
 
     rows = [{"key": "checkpoint_load", "measured": False}, {"key": "checkpoint_save", "measured": False}]
     hint = estimate_job.measure_hint("cuda", rows, True, ["rssprobe", "estimate"])

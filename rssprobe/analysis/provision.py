@@ -36,7 +36,7 @@ def gib(n: float) -> str:
 
 LOAD_NOT_ESTIMATED = "not estimated: the calibration loads no checkpoint (the answer says how to measure it)"
 SAVE_NOT_ESTIMATED = "not estimated: the calibration saves no checkpoint (the answer says how to measure it)"
-# (workflows/estimate.py replaces the parenthesis with the command that measures it for the target)
+# (workflows/estimate/entry.py replaces the parenthesis with the command that measures it for the target)
 
 
 def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:

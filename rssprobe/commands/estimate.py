@@ -9,7 +9,9 @@ import click
 
 from ..config import knownmodels
 from ..reporters import estimateviews
-from ..workflows import estimate
+from ..workflows.estimate import entry
+from ..workflows.estimate.plan import CALIBRATION_STEPS
+from ..workflows.estimate.request import ACCELERATORS, Request
 from . import common_args
 
 
@@ -32,7 +34,7 @@ from . import common_args
               help="Ranks of one node, with --accelerator (cpu: every buffer in host RAM).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
               help="Nodes of that many ranks each (the node's figures are per node).")
-@click.option("--accelerator", type=click.Choice(estimate.ACCELERATORS),
+@click.option("--accelerator", type=click.Choice(ACCELERATORS),
               help="Where the ranks train (--gpus-per-node means cuda).")
 @click.option("--stage", type=click.IntRange(1, 3), help="ZeRO stage (3 offloads the parameters too, unless "
               "--no-offload-param).")
@@ -68,7 +70,7 @@ from . import common_args
               help="Ranks of each calibration run (default 2 for a target of several ranks per node: a process among "
                    "several has costs of its own, and ZeRO-3 its gathers; 1 for one).")
 @click.option("--calibration-steps", type=click.IntRange(2),
-              help=f"Steps of each calibration run (default {estimate.CALIBRATION_STEPS}; a target of fewer steps is "
+              help=f"Steps of each calibration run (default {CALIBRATION_STEPS}; a target of fewer steps is "
                    "estimated from the first ones).")
 @click.option("--calibration-params", type=common_args.param_counts(), metavar="N,N,N",
               help="Calibrate at these sizes instead of 1, 2 and 3 layers (nearer a large target).")
@@ -84,7 +86,7 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
             env_ref: str | None, python: str | None, fmt: str) -> None:
     """Host RAM per rank and per node for a model on G GPUs (or R CPU ranks) per node, estimated; whether it
     fits the node's RAM, phase by phase, and what to provision."""
-    data = estimate.run(estimate.Request(
+    data = entry.run(Request(
         scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=list(overrides), steps=steps,
         params=params, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
         accelerator=accelerator, stage=stage, offload_param=offload_param, node_ram=node_ram,

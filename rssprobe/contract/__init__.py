@@ -21,13 +21,12 @@ rssprobe.contract.files import MANIFEST`), not from this package; one module per
 A field added to an event, or a new event kind, is declared here first (README: "The contract").
 
 The names below are the package's face for the modules that still read `contract.NAME` (store/upgrade, store/campaign,
-store/rundir, run/launch, run/preflight, campaign/plan, workflows/estimate: they are being rewritten by others as
+store/rundir, run/launch, run/preflight, campaign/plan: they are being rewritten by others as
 this is written). No new import goes through it (tests/test_contract_imports.py); it goes when they name the module.
 """
 
-from .answers import ALLOC_CONF_ANSWER, SITES_ANSWER, DeepSpeedInfo
+from .answers import ALLOC_CONF_ANSWER, SITES_ANSWER
 from .events import event_problem
-from .exitcodes import EXIT_INTERRUPTED
 from .files import (
     EVENTS_GLOB,
     FORMAT_KEY,
@@ -50,7 +49,6 @@ __all__ = [
     "ALLOC_CONF_ANSWER",
     "DS_PIN_BACKEND_ENV",
     "EVENTS_GLOB",
-    "EXIT_INTERRUPTED",
     "FORMAT_KEY",
     "FORMAT_VERSION",
     "MANIFEST_TYPES",
@@ -61,7 +59,6 @@ __all__ = [
     "SITES_ANSWER",
     "WORKER_LOG",
     "WORKER_SPEC",
-    "DeepSpeedInfo",
     "Manifest",
     "WorkerSpec",
     "event_problem",

@@ -1,4 +1,4 @@
-"""An estimate (workflows/estimate.py's dict) -> the answer, then the evidence, most important first, and the
+"""An estimate (workflows/estimate's dict) -> the answer, then the evidence, most important first, and the
 provision line last; nothing computed here but units."""
 
 from __future__ import annotations

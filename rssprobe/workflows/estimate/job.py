@@ -8,9 +8,9 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from ..analysis import estimate as arithmetic
-from ..analysis import provision
-from ..analysis.calibration import Calibration
+from ...analysis import estimate as arithmetic
+from ...analysis import provision
+from ...analysis.calibration import Calibration
 
 # the options that are one of a pair: giving one drops the other from the command line
 PAIRS = {"--zero-init": "--no-zero-init", "--no-zero-init": "--zero-init",
