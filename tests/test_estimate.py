@@ -29,6 +29,7 @@ from rssprobe.analysis.summary import Summary
 from rssprobe.cli import main
 from rssprobe.config import knownmodels, modelshape, scenario, sizes
 from rssprobe.config.runoptions import RunOptions
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.errors import UserError
 from rssprobe.store.rundir import RunDir
 from rssprobe.workflows.estimate import plan as estimate_plan
@@ -326,7 +327,8 @@ def test_a_hugging_face_config_json_is_its_model(tmp_path: Path) -> None:
     path.parent.mkdir()
     path.write_text(json.dumps({**known.hf, "architectures": ["LlamaForCausalLM"], "torch_dtype": "float16",
                                 "transformers_version": "4.31.0.dev0"}))
-    scen, shape, origin = estimate_target.target_scenario(estimate_request.Request(hf_config=path))
+    req = estimate_request.Request(ScenarioSpec(str(path)), "hf-config")
+    scen, shape, origin = estimate_target.target_scenario(req)
     assert shape.params == known.params and scen.name == "Llama-2-7b-hf"
     assert "left out: architectures, torch_dtype" in origin
 
@@ -380,14 +382,14 @@ def test_calibration_steps_are_in_the_cache_key_and_in_its_runs() -> None:
     info: Any = {"torch": "2.13.0", "deepspeed": "0.19.8"}
 
     def plan(**kw: Any) -> estimate_plan.Plan:
-        return estimate_plan.calibration_plan(estimate_request.Request("tiny", **kw), scen, 1)
+        return estimate_plan.calibration_plan(estimate_request.Request(ScenarioSpec("tiny"), **kw), scen, 1)
 
     own, fixed = plan(), plan(options=RunOptions(malloc_env={"MALLOC_MMAP_THRESHOLD_": "65536"}, repeat=None))
     assert (own.steps, own.repeat, own.ranks, fixed.repeat) == (12, 3, 1, 1) and own.spec.steps == 12
-    z3 = estimate_plan.calibration_plan(estimate_request.Request("llama-small-zero3"),
+    z3 = estimate_plan.calibration_plan(estimate_request.Request(ScenarioSpec("llama-small-zero3")),
                                             scenario.load("llama-small-zero3"), 4)
     assert z3.ranks == 2 and z3.spec.world_size == 2 and z3.spec.load().world_size == 2
-    keys = [estimate_plan.calibration_key(estimate_request.Request("tiny"), p, info, "python3", [])
+    keys = [estimate_plan.calibration_key(estimate_request.Request(ScenarioSpec("tiny")), p, info, "python3", [])
             for p in (own, plan(calibration_steps=2))]
     assert keys[0]["steps"] == 12 and keys[1]["steps"] == 2
     assert estimate_plan.calibration_dir(scen, keys[0]) != estimate_plan.calibration_dir(scen, keys[1])
@@ -396,7 +398,8 @@ def test_calibration_steps_are_in_the_cache_key_and_in_its_runs() -> None:
 def test_a_model_too_large_to_calibrate_here_is_calibrated_on_its_proxy() -> None:
     """One layer of Llama 2 7B (464 M params with its embedding and head) is above what a calibration runs here:
     the calibration is the packaged llama-small's, at the target's stage, and the output says so."""
-    req = estimate_request.Request(model="llama-2-7b", stage=3)
+    # --stage 3 as the command gives it: the parameters offloaded unless --no-offload-param
+    req = estimate_request.Request(ScenarioSpec("llama-2-7b", **estimate_request.zero_options(3, None)), "model")
     scen, _shape, _origin = estimate_target.target_scenario(req)
     got = estimate_plan.calibration_plan(req, scen, 8)
     assert (got.spec.ref, got.proxy, got.scen.zero.stage, got.ranks) == ("llama-small", "llama-small", 3, 2)

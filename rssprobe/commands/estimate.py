@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from ..config import knownmodels
+from ..config.scenariospec import ScenarioSpec
 from ..reporters import estimateviews
 from ..workflows.estimate import entry
 from ..workflows.estimate.plan import CALIBRATION_STEPS
-from ..workflows.estimate.request import ACCELERATORS, Request
+from ..workflows.estimate.request import ACCELERATORS, Request, which_model, zero_options
 from . import common_args
 
 
@@ -86,14 +87,15 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
             env_ref: str | None, python: str | None, fmt: str) -> None:
     """Host RAM per rank and per node for a model on G GPUs (or R CPU ranks) per node, estimated; whether it
     fits the node's RAM, phase by phase, and what to provision."""
+    ref, source = which_model(scenario_ref, model, hf_config)
+    spec = ScenarioSpec(ref, overrides, steps=steps, params=params, torch_alloc_conf=torch_alloc_conf,
+                        **zero_options(stage, offload_param))
     data = entry.run(Request(
-        scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=list(overrides), steps=steps,
-        params=params, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
-        accelerator=accelerator, stage=stage, offload_param=offload_param, node_ram=node_ram,
-        calibration=calibration, calibrate=calibrate, fresh=fresh,
+        spec, source, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
+        accelerator=accelerator, node_ram=node_ram, calibration=calibration, calibrate=calibrate, fresh=fresh,
         options=common_args.run_options(patches=patches, allocator=allocator, malloc_env=malloc_env, repeat=repeat,
                                         env_ref=env_ref, python=python),
-        torch_alloc_conf=torch_alloc_conf, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
+        calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
         trainable=trainable))
     estimateviews.show(data, fmt)

@@ -48,11 +48,11 @@ def check(req: Request, q: Question, scen: Scenario, shape: modelshape.Shape,
                                                      ranks * req.nodes, q.accelerator, {}))
     if why:  # the world size alone decides it: refused before DeepSpeed is even asked
         raise UserError(f"{ranks} ranks per node x {req.nodes} node(s): {why}")
-    if req.torch_alloc_conf is not None:
+    if req.spec.torch_alloc_conf is not None:
         try:
-            torch_alloc_conf.split(req.torch_alloc_conf)
+            torch_alloc_conf.split(req.spec.torch_alloc_conf)
         except ValueError as e:
-            raise UserError(f"--torch-alloc-conf {req.torch_alloc_conf}: {e}") from None
+            raise UserError(f"--torch-alloc-conf {req.spec.torch_alloc_conf}: {e}") from None
     made_here = {"--calibration-steps": req.calibration_steps, "--calibration-ranks": req.calibration_ranks,
                  "--repeat": req.options.repeat, "--calibration-params": req.calibration_params}
     given = [flag for flag, value in made_here.items() if value is not None]
@@ -70,7 +70,7 @@ def check(req: Request, q: Question, scen: Scenario, shape: modelshape.Shape,
         accelerator, versions = calib.recorded(cal_ref)
         if accelerator != q.accelerator:
             raise UserError(f"--calibration {cal_ref}: measured on {accelerator}, the target is on {q.accelerator}")
-        rule(versions.get("torch"), req.torch_alloc_conf)
+        rule(versions.get("torch"), req.spec.torch_alloc_conf)
     else:  # the calibration's runs are checked (steps against the time-out, the machine) before anything
         plan = calibration_plan(req, scen, ranks)
         scale.size_scenarios(plan.spec, plan.sizes, read if plan.proxy is None else None)

@@ -31,8 +31,7 @@ def run(req: Request) -> Estimate:
     """Check, calibrate (or load), estimate; the estimate as a dict (analysis/estimate.py's, and what it is)."""
     q = question(req)
     # the SCENARIO file read once: for the target, and for the calibration's sizes when they are of its shape
-    read = scenario.read(req.scenario_ref) if req.scenario_ref is not None and req.model is None \
-        and req.hf_config is None else None
+    read = scenario.read(req.spec.ref) if req.source == "scenario" else None
     scen, shape, origin = target_scenario(req, read)
     job = trainerjob.resolve(req.zero_init, req.load_dtype, req.trainable, scen.zero.stage, scen.model.kind,
                              shape.params)
@@ -40,7 +39,7 @@ def run(req: Request) -> Estimate:
     checked = check(req, q, scen, shape, read)
     plan = checked.plan
     python, _env = resolve_python(req.options.env_ref, req.options.python, log=say)
-    preflight.check_alloc_conf(req.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
+    preflight.check_alloc_conf(req.spec.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
                                "nodes": req.nodes, "stage": scen.zero.stage,
                                "offload_param": scen.zero.offload_param is not None})
@@ -50,7 +49,7 @@ def run(req: Request) -> Estimate:
     directory = checked.cal_ref or calibrate(req, plan, calibration_key(req, plan, info, python, checked.patches),  # type: ignore[arg-type]
                                              checked.patches)
     cal = calib.load(directory, defaults)
-    pin_rule = rule(cal.versions.get("torch"), req.torch_alloc_conf)
+    pin_rule = rule(cal.versions.get("torch"), req.spec.torch_alloc_conf)
     pinning = "register" if PIN_REGISTER in checked.asked else "torch"
     target = arithmetic.Target(shape, zero, ranks, req.nodes, pin_rule, pinning, scen.steps, zero_init=job.zero_init,
                                load_bytes=job.load_bytes, trainable=job.trainable)

@@ -20,7 +20,7 @@ from ...config.scenario import Scenario
 from ...config.scenariospec import ScenarioSpec
 from ...contract.answers import DeepSpeedInfo
 from ...store import layout
-from .request import Request, number, zero_options
+from .request import Request, number
 
 CALIBRATION_LAYERS = (1, 2, 3)  # times the param groups: the smallest models of the scenario's shape ...
 CALIBRATION_SPAN = 2  # ... stretched until the largest has this many times the smallest's parameters
@@ -76,12 +76,15 @@ def calibration_plan(req: Request, scen: Scenario, ranks: int) -> Plan:
     number("--calibration-steps", steps, 2)
     number("--calibration-ranks", cal_ranks, 1)
     def user_sets(*drop: str) -> tuple[str, ...]:  # the user's --set words but those of the keys given
-        return tuple(s for s in req.sets if not s.split("=", 1)[0].strip().startswith(drop))
+        return tuple(s for s in req.spec.sets if not s.split("=", 1)[0].strip().startswith(drop))
 
-    spec = ScenarioSpec(req.scenario_ref or "", user_sets("model.params", "model.layers"), steps=steps,
-                        world_size=cal_ranks, trim_at_end=True, **zero_options(req))
+    # the target's spec at the calibration's steps and ranks, sized by the sweep; the CUDA alloc conf stays out
+    spec = dataclasses.replace(req.spec, ref=req.spec.ref if req.source == "scenario" else "",
+                               sets=user_sets("model.params", "model.layers"), steps=steps, world_size=cal_ranks,
+                               params=None, torch_alloc_conf=None, trim_at_end=True)
     proxy, cal_scen = None, scen
-    if req.scenario_ref is None or (req.calibration_params is None and min(calibration_sizes(scen)) > PROXY_ABOVE):
+    if req.source != "scenario" or (req.calibration_params is None and
+                                    min(calibration_sizes(scen)) > PROXY_ABOVE):
         proxy = PROXY[scen.model.kind]
         spec = dataclasses.replace(spec, ref=proxy, sets=user_sets("model."))
         cal_scen = spec.load()

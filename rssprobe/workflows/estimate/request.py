@@ -6,37 +6,35 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from ...config.runoptions import RunOptions
+from ...config.scenariospec import ScenarioSpec
 from ...errors import UserError
 
 ACCELERATORS = ("cpu", "cuda")
+Source = Literal["scenario", "model", "hf-config"]  # what a Request's spec.ref names
 
 
 @dataclass
 class Request:
-    """What `rssprobe estimate` was asked for (None: not given)."""
+    """What `rssprobe estimate` was asked for (None: not given). The target is a ScenarioSpec as every run command
+    builds one: its ref names a SCENARIO, a shipped model (--model) or a config.json (--hf-config), `source` says
+    which; its --set words and typed options (--steps, --params, --stage, --offload-param, --torch-alloc-conf: the
+    PYTORCH_CUDA_ALLOC_CONF the CUDA run would have) are the target's."""
 
-    scenario_ref: str | None = None
-    sets: list[str] = field(default_factory=list)  # the user's --set words
-    steps: int | None = None
-    params: float | None = None
+    spec: ScenarioSpec
+    source: Source = "scenario"
     ranks_per_node: int | None = None
     gpus_per_node: int | None = None
     nodes: int = 1
     accelerator: str | None = None
-    model: str | None = None
-    hf_config: Path | None = None
-    stage: int | None = None
-    offload_param: bool | None = None
     node_ram: int | None = None
     calibration: Path | None = None
     calibrate: bool = False
     fresh: bool = False
     # the calibration's runs: patches, allocator, glibc knobs, environment; repeat None: by the glibc in use
     options: RunOptions = field(default_factory=lambda: RunOptions(repeat=None))
-    torch_alloc_conf: str | None = None
     calibration_ranks: int | None = None
     calibration_steps: int | None = None
     calibration_params: list[float] | None = None
@@ -90,11 +88,23 @@ def question(req: Request) -> Question:
     raise UserError("how many ranks a node? --gpus-per-node G (CUDA) or --ranks-per-node R --accelerator cpu")
 
 
-def zero_options(req: Request) -> dict[str, Any]:
-    """--stage and --offload-param as the spec's typed options (config/scenariospec.py)."""
-    if req.stage is not None and req.stage not in (1, 2, 3):
-        raise UserError(f"--stage {req.stage}: ZeRO stages are 1, 2 and 3")
-    if req.offload_param and req.stage is not None and req.stage < 3:
-        raise UserError(f"--offload-param: parameters are offloaded at ZeRO stage 3 only (--stage {req.stage})")
-    offload = req.offload_param or (req.stage == 3 and req.offload_param is None)
-    return {"stage": req.stage, "offload_param": "cpu" if offload else None}
+def which_model(scenario_ref: str | None, model: str | None, hf_config: Path | None) -> tuple[str, Source]:
+    """The one model asked for, as a spec's ref and what it names; UserError for none or two."""
+    given = [(flag, str(v), source) for flag, v, source in (("SCENARIO", scenario_ref, "scenario"),
+                                                            ("--model", model, "model"),
+                                                            ("--hf-config", hf_config, "hf-config")) if v is not None]
+    if len(given) != 1:
+        raise UserError("which model? a SCENARIO, --model NAME (rssprobe estimate --help lists them) or --hf-config "
+                        "PATH" if not given else f"{' and '.join(g[0] for g in given)}: give one model")
+    return given[0][1], cast(Source, given[0][2])
+
+
+def zero_options(stage: int | None, offload_param: bool | None) -> dict[str, Any]:
+    """--stage and --offload-param as the spec's typed options (config/scenariospec.py): ZeRO-3 offloads the
+    parameters unless --no-offload-param."""
+    if stage is not None and stage not in (1, 2, 3):
+        raise UserError(f"--stage {stage}: ZeRO stages are 1, 2 and 3")
+    if offload_param and stage is not None and stage < 3:
+        raise UserError(f"--offload-param: parameters are offloaded at ZeRO stage 3 only (--stage {stage})")
+    offload = offload_param or (stage == 3 and offload_param is None)
+    return {"stage": stage, "offload_param": "cpu" if offload else None}

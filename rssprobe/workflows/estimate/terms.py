@@ -45,11 +45,12 @@ def terms(cal: calib.Calibration, rule: Rule, req: Request, q: Question, info: D
                           f"DeepSpeed {info['deepspeed']}), checked against the calibration's census and partition",
                  "deepspeed_estimate": f"DeepSpeed {info['deepspeed']}'s {info['estimator']}"}
     register = PIN_REGISTER in req.options.patches
+    conf = req.spec.torch_alloc_conf
     if q.accelerator == "cuda":
         predicted["pinned_slack"] = (f"torch {rule.torch}'s caching host allocator rule (analysis/pinrule.py) over "
                                      "DeepSpeed's pin requests at their exact sizes"
                                      + (", pinned at their own size (pin.register)" if register else "")
-                                     + (f", alloc conf {req.torch_alloc_conf}" if req.torch_alloc_conf else ""))
+                                     + (f", alloc conf {conf}" if conf else ""))
         for term in measured:
             measured[term] += " (on a GPU machine: figures for CUDA are predicted from it)"
     else:
