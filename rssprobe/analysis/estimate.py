@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config.modelshape import Shape
-from . import fixes, partition, pinrule, stats
+from . import fixes, partition, pinrule, savephase, stats
 from .calibration import Calibration, Point
 from .partition import Zero
 from .pinrule import Rule
@@ -72,7 +72,7 @@ FITTED = ("steady", "step_peak", "initialize", "model_copy", "checkpoint_save", 
 # phases a node is provisioned for, in the order a run meets them (label, key of terms()). A phase whose key
 # terms() does not return (a calibration that saves or loads no checkpoint) is "not measured" (analysis/provision.py)
 PHASES = (("checkpoint load", "checkpoint_load"), ("initialize", "initialize_peak"), ("steady", "steady"),
-          ("step peak", "step_peak"), ("checkpoint save", "checkpoint_save"))
+          ("step peak", "step_peak"), ("checkpoint save", "checkpoint_save"), ("final model save", "model_save"))
 
 
 @dataclass(frozen=True)
@@ -257,6 +257,11 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     if "checkpoint_load" in f:
         out["checkpoint_load"] = fitted(f["checkpoint_load"], x["checkpoint_load"], k, base)
         peaks.append(out["checkpoint_load"])
+    if cal.phases is not None:  # what the target's calibration did not measure, from the save/load calibration
+        for key, term in savephase.terms(target, cal.phases, k, out["steady"], base).items():
+            if key not in out:
+                out[key] = term
+                peaks += [term] if key in savephase.TERMS else []
     out["peak"] = larger(*peaks)
     baseline = stats.mean_interval([float(p.baseline) for p in cal.points])
     fixed = f["steady"].intercept - baseline.value
@@ -270,6 +275,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
 FIELDS = {"steady": "steady_rss", "peak": "peak_rss", "pinned_slack": "pinned_slack", "fixed": "fixed",
           "initialize_peak": "initialize_peak", "step_peak": "step_peak", "checkpoint_save": "checkpoint_save",
           "checkpoint_load": "checkpoint_load",
+          "model_save": "model_save", "model_save_state_dict": "model_save_state_dict",
           "initialize_model_copy": "initialize_model_copy", "initialize_state": "initialize_state"}
 
 
@@ -328,13 +334,20 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
                      f"in fp32, the calibration's {largest / 2**20:,.0f} MiB: glibc returns freed blocks above its "
                      "largest dynamic mmap threshold (32 MiB) at once, so per-parameter residuals fitted on the "
                      "calibration's smaller transients may overstate the target's")
+    save_load = None
+    if cal.phases is not None:
+        pf = savephase.fits(cal.phases)
+        save_load = {"calibration": cal.phases.describe(), "holders": savephase.holders(target.zero, k),
+                     "state_dict_bytes": savephase.state_dict_bytes(target.shape, target.zero),
+                     "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept,
+                                     "dof": fit.dof, "noise_bytes_per_param": fit.s} for name, fit in pf.items()}}
     if f["steady"].dof == 0:
         notes.append("no interval: the calibration has no degrees of freedom left (2 runs); run 3 sizes or more")
     return {"rank": rank, "node": node, "extrapolation": far_by, "far": far_by > FAR, "steps": steps,
             "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept, "dof": fit.dof,
                             "noise_bytes_per_param": fit.s, "worst_residual_bytes": fit.worst_residual}
                      for name, fit in f.items()},
-            "checks": checks(cal.points), "notes": notes,
+            "checks": checks(cal.points), "notes": notes, "save_load": save_load,
             # the pinned-slack fixes over the same requests (rssprobe/data/fixes.toml; predicted, CUDA only)
             "fixes": fixes.compare(partition.pin_ops(target.shape, target.zero, target.via), target.rule.torch, None,
                                    target.shape.params, rank["pinned_held_bytes"])
