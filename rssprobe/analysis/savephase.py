@@ -47,6 +47,7 @@ from typing import Any
 from ..config.modelshape import Shape
 from ..errors import UserError
 from . import partition, stats
+from .term import Term, fitted
 
 PACKED = "rssprobe-save-load-calibration"
 PACKED_FORMAT = 1
@@ -126,13 +127,11 @@ def state_dict_bytes(shape: Shape, zero: partition.Zero) -> int:
     return shape.params * zero.element_bytes
 
 
-def terms(target: Any, ph: Phases, k: int, steady: Any, base: float, f: dict[str, stats.ProportionalFit] | None
-          = None) -> dict[str, Any]:
-    """k ranks' figures (analysis.estimate.Term): the load, DeepSpeed's checkpoint save, the final model save, and
+def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[str, stats.ProportionalFit] | None
+          = None) -> dict[str, Term]:
+    """k ranks' figures: the load, DeepSpeed's checkpoint save, the final model save, and
     the consolidated state dict alone (exact). `steady`: the target's steady Term of k ranks; `base`: k times the
     target calibration's lowest baseline (every figure's floor)."""
-    from .estimate import Term, fitted  # the Term arithmetic (estimate imports this module lazily too)
-
     f = f or fits(ph)
     shape, zero = target.shape, target.zero
     cal_bytes = max(1, round(sum(p.load_bytes for p in ph.points) / len(ph.points)))
@@ -194,8 +193,7 @@ def unpack(data: dict[str, Any], path: Path) -> Phases:
     if data.get("kind") != PACKED or not isinstance(data.get("format"), int) or data["format"] > PACKED_FORMAT:
         raise UserError(f"{path}: not a packed save/load calibration (kind {data.get('kind')!r})")
     try:
-        points = [PhasePoint(**{k: (str(v) if k == "run" else _count(v)) for k, v in p.items()})
-                  for p in data["points"]]
+        points = [_point(p) for p in data["points"]]
         out = Phases(points, dict(data["versions"]), str(data["scenario"]),
                      {str(k): str(v) for k, v in dict(data["malloc_env"]).items()}, dict(data.get("provenance") or {}))
     except (KeyError, TypeError, ValueError) as e:
@@ -203,6 +201,11 @@ def unpack(data: dict[str, Any], path: Path) -> Phases:
     if len({p.params for p in points}) < 2:
         raise UserError(f"{path}: a save/load calibration needs runs at 2 sizes or more")
     return out
+
+
+def _point(p: dict[str, Any]) -> PhasePoint:
+    counts = {name: _count(p[name]) for name in PhasePoint.__dataclass_fields__ if name != "run"}
+    return PhasePoint(run=str(p["run"]), **counts)
 
 
 def _count(v: Any) -> int:
