@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import cast
 
 from ...analysis import calibration as calib
-from ...analysis import dsformula, partition, provision
+from ...analysis import dsformula, partition, provision, savephase
 from ...analysis import estimate as arithmetic
 from ...analysis.results import Estimate
 from ...analysis.summary import ELEMENT_BYTES
@@ -49,17 +49,23 @@ def run(req: Request) -> Estimate:
     directory = checked.cal_ref or calibrate(req, plan, calibration_key(req, plan, info, python, checked.patches),  # type: ignore[arg-type]
                                              checked.patches)
     cal = calib.load(directory, defaults)
+    cal.phases = savephase.load()  # the load and the saves its own runs did not measure (a GPU sweep: neither)
     pin_rule = rule(cal.versions.get("torch"), req.spec.torch_alloc_conf)
     pinning = "register" if PIN_REGISTER in checked.asked else "torch"
     target = arithmetic.Target(shape, zero, ranks, req.nodes, pin_rule, pinning, scen.steps, zero_init=job.zero_init,
                                load_bytes=job.load_bytes, trainable=job.trainable)
     out = arithmetic.estimate(target, cal)
     measured, predicted = terms(cal, pin_rule, req, q, info)
+    phase_measured, phase_predicted = savephase.rules(target, cal.phases)  # how each carries to the target
+    measured, predicted = {**phase_measured, **measured}, {**phase_predicted, **predicted}
     notes = list(out.pop("notes"))
     notes.extend(calibration_notes(req, q, plan, cal, out, scen, zero.world, shape.params))
     ram, ram_from = (req.node_ram, "--node-ram") if req.node_ram is not None else \
         memlimits.node_ram() if q.for_this_machine else (None, None)
     rows = provision.phases(out["node"], ram)
+    sources = savephase.sources(target, cal)
+    for r in rows:
+        r["from"] = sources.get(r["key"], "")
     prov = provision.provision(rows)
     fixes = provision.changes(target, cal, ram)
     argv = estimate_job.user_argv(req.argv)
