@@ -512,7 +512,7 @@ def test_llama_2_7b_on_8_gpus_as_typed(tmp_path: Path) -> None:
     text = _cli(["estimate", "--model", "llama-2-7b", "--gpus-per-node", "8", "--node-ram", "192G", "--load-dtype",
                  "fp32"], tmp_path / "root").stdout.strip().splitlines()
     assert text[0].startswith("llama-2-7b") and text[-1].startswith("provision at least ") and \
-        text[-1].endswith("GiB per node (highest phase: final model save, upper 95%)")
+        text[-1].endswith("GiB per node (highest phase: final model save (predicted for CUDA), upper 95%)")
 
 
 # ---- against real runs on this machine --------------------------------------------------------------------------
