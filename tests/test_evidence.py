@@ -76,7 +76,13 @@ def _estimate(tmp: Path) -> str:
                                             "heldout.toml", root / "out", root / "before", root / "proj"))
 
 
+def _field(tmp: Path) -> str:
+    from tools.evidence import field
+    return field.page(REPORTS / "field")
+
+
 PAGES: dict[str, Callable[[Path], str]] = {
+    "field.md": _field,
     "your-job.md": _your_job,
     "cuda-pinned/releases.md": _cuda_pinned("releases", ("release-ws1", "release-ws2", "release-ws8")),
     "cuda-pinned/fixes.md": _cuda_pinned("runs", ("fix-baseline", "fix-pin.register", "fix-knob")),
