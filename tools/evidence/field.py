@@ -32,6 +32,8 @@ GOAL = 0.15  # issue 41: where a job fit, the provision within 15% above what it
 # options the code before issue 41 did not have: (option, how many values follow it)
 NEW_OPTIONS = {"--zero-init": 0, "--no-zero-init": 0, "--load-dtype": 1, "--trainable": 1}
 SAYS_NO = ("does not fit", "may not fit")
+# the final save: DeepSpeed's save_checkpoint, and the Trainer's 16-bit save_model where the estimate has that row
+SAVES = ("checkpoint_save", "model_save")
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,9 @@ class Case:
     happened: str  # the thread's figures, quoted
     args: tuple[str, ...]  # `rssprobe estimate` options for that job
     outcome: str  # "oom": it ran out; "fit": it trained; "rule": a sizing rule, not a run
-    phase: str | None = None  # where it ran out (a phase key of the estimate), when the thread says
+    phase: tuple[str, ...] = ()  # where it ran out (phase keys of the estimate: any of them), when the thread says
     used: tuple[float, float] | None = None  # what it used, as the thread writes it (G read as GiB)
-    cause: str = ""  # why rssprobe's verdict is what it is, where it is wrong or cannot be asked
+    cause: str = ""  # why, shown where the verdict after is wrong (by job or at its phase) or the case is a rule
 
 
 def _cfg(name: str) -> str:
@@ -84,7 +86,7 @@ CASES: tuple[Case, ...] = (
          "\"1.7TiB used\" and the OOM killer ends it \"immediately after the final validation step\" (the final "
          "save)",
          ("--hf-config", _cfg("qwen3-30b-a3b"), "--gpus-per-node", "8", "--stage", "2", "--load-dtype", "bf16",
-          "--node-ram", "1.5T"), "oom", phase="checkpoint_save",
+          "--node-ram", "1.5T"), "oom", phase=SAVES,
          cause="the training phases fit, as they did; the save, where the job died, has no estimate for a GPU "
                "target: the packaged H200 calibration neither loads nor saves (est-phases adds the save phase)"),
     Case("ms8193-z2", "ms-swift #8193", "https://github.com/modelscope/ms-swift/issues/8193",
@@ -93,7 +95,7 @@ CASES: tuple[Case, ...] = (
          "\"CPU memory stable at about 60GB\" in training and validation; at the model save \"CPU memory jumped to "
          "250GB+\" and the server froze",
          ("--hf-config", _cfg("qwen2.5-32b"), "--gpus-per-node", "4", "--stage", "2", "--set",
-          'zero.offload_optimizer="none"', "--node-ram", "256G"), "oom", phase="checkpoint_save",
+          'zero.offload_optimizer="none"', "--node-ram", "256G"), "oom", phase=SAVES,
          cause="cannot be asked: rssprobe's scenarios always offload the optimizer (zero.offload_optimizer accepts "
                "only \"cpu\"), so a ZeRO-2 job with its optimizer on the GPU is refused"),
     Case("ms8193-z3", "ms-swift #8193", "https://github.com/modelscope/ms-swift/issues/8193",
@@ -111,7 +113,7 @@ CASES: tuple[Case, ...] = (
          "\"during the zero 3 offload init the cpu memory explodes up to 2TB and runs out of memory. Not happening "
          "on AT 591ddf50\"",
          ("--hf-config", _cfg("llama-3.1-70b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
-          "--load-dtype", "bf16", "--node-ram", "2T"), "oom", phase="initialize_peak",
+          "--load-dtype", "bf16", "--node-ram", "2T"), "oom", phase=("initialize_peak",),
          cause="its initialize peak ({state} GiB: the buffers deepspeed.initialize leaves plus its transients, "
                "fitted on a ZeRO-2 calibration) fits; the steps may not ({steady} GiB, upper {steady_up}): DeepSpeed "
                "0.19.8's ZeRO-3 makes Adam's states at the first step (initialize_optimizer_states no longer steps), "
@@ -124,7 +126,7 @@ CASES: tuple[Case, ...] = (
          "partitions it)",
          "as above: out of memory at 2TB during set-up",
          ("--hf-config", _cfg("llama-3.1-70b"), "--gpus-per-node", "8", "--stage", "3", "--no-zero-init",
-          "--load-dtype", "bf16", "--node-ram", "2T"), "oom", phase="initialize_peak",
+          "--load-dtype", "bf16", "--node-ram", "2T"), "oom", phase=("initialize_peak",),
          cause="the 8 whole bf16 copies ({copy} GiB) are below the buffers that follow them ({state} GiB), and "
                "never add: deepspeed.initialize partitions the model (freeing each whole tensor) before it builds the "
                "optimizer's partitions"),
@@ -156,11 +158,12 @@ def old_args(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return out, dropped
 
 
-def run(before: Path | None) -> None:
-    """Ask rssprobe (this checkout's, or the one at `before`) for every case; write each answer as JSON."""
+def run(before: Path | None, code: Path | None = None, out: Path | None = None) -> None:
+    """Ask rssprobe (this checkout's, the one at `before`, or at `code`) for every case; write each answer as JSON
+    (under reports/field/after or before, or `out`)."""
     side = "before" if before else "after"
-    code = before or ROOT
-    out = FIELD / side
+    code = before or code or ROOT
+    out = out or FIELD / side
     out.mkdir(parents=True, exist_ok=True)
     for case in CASES:
         args, dropped = old_args(case.args) if before else (list(case.args), [])
@@ -228,12 +231,15 @@ def said(record: dict[str, Any], case: Case) -> str:
 
 def at_phase(record: dict[str, Any], case: Case) -> str | None:
     """rssprobe's word for the phase the job died in (None: the thread does not say which)."""
-    if case.phase is None:
+    if not case.phase:
         return None
     if "error" in record:
         return "cannot be asked"
-    hit = [p for p in phases(record) if p["key"] == case.phase]
-    return str(hit[0]["verdict"]) if hit and hit[0].get("measured") else "not estimated"
+    words = [str(p["verdict"]) for p in phases(record) if p["key"] in case.phase and p.get("measured")]
+    for w in (*SAYS_NO, "fits"):
+        if w in words:
+            return w
+    return "not estimated"
 
 
 def provision(record: dict[str, Any]) -> float | None:
@@ -296,6 +302,11 @@ def load(side: str, case: Case, root: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"error": "not run"}
 
 
+def explain(record: dict[str, Any], case: Case) -> bool:
+    """A case's cause is shown while it holds: the verdict after is wrong, or the case is a rule."""
+    return case.outcome == "rule" or judge(record, case) == "wrong" or judge_phase(record, case) == "wrong"
+
+
 def _count(sides: dict[str, dict[str, Any]], cases: list[Case], how: Any) -> int:
     return sum(how(sides[c.id], c) == "right" for c in cases)
 
@@ -347,13 +358,14 @@ def page(root: Path = FIELD) -> str:
               "|---|---|---|---|---|---|---|---|---|---|"]
     for c in CASES:
         a, b = after[c.id], before[c.id]
-        happened = {"oom": "out of memory" + (f" ({c.phase.replace('_peak', '').replace('_', ' ')})"
-                                              if c.phase else ""), "fit": "trained", "rule": "a rule"}[c.outcome]
+        where = "the save" if c.phase == SAVES else c.phase[0].replace("_peak", "") if c.phase else ""
+        happened = {"oom": "out of memory" + (f" ({where})" if where else ""), "fit": "trained",
+                    "rule": "a rule"}[c.outcome]
         pa, pb = at_phase(a, c), at_phase(b, c)
         lines.append(f"| {c.id} | {happened} | {said(a, c)} | {judge(a, c)} | "
                      f"{f'{pa}: {judge_phase(a, c)}' if pa else ''} | {said(b, c)} | {judge(b, c)} | "
                      f"{f'{pb}: {judge_phase(b, c)}' if pb else ''} | {versus_used(a, c)} | "
-                     f"{c.cause.format(**figures(a))} |")
+                     f"{c.cause.format(**figures(a)) if explain(a, c) else ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -362,12 +374,15 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="what", required=True)
     r = sub.add_parser("run")
     r.add_argument("--before", type=Path, help="a checkout of the code before issue 41 (git worktree add ... 1fe27b7)")
-    sub.add_parser("page")
+    r.add_argument("--code", type=Path, help="another checkout to ask, as after (e.g. a branch before its merge)")
+    r.add_argument("--out", type=Path, help="where its JSON goes (page --root reads a directory of after/ before/)")
+    pg = sub.add_parser("page")
+    pg.add_argument("--root", type=Path, default=FIELD, help="a directory with after/ and before/ (reports/field)")
     ns = ap.parse_args(argv)
     if ns.what == "run":
-        run(ns.before.resolve() if ns.before else None)
+        run(ns.before.resolve() if ns.before else None, ns.code.resolve() if ns.code else None, ns.out)
     else:
-        sys.stdout.write(page())
+        sys.stdout.write(page(ns.root))
 
 
 if __name__ == "__main__":
