@@ -50,6 +50,7 @@ class Case:
     phase: tuple[str, ...] = ()  # where it ran out (phase keys of the estimate: any of them), when the thread says
     used: tuple[float, float] | None = None  # what it used, as the thread writes it (G read as GiB)
     cause: str = ""  # why, shown where the verdict after is wrong (by job or at its phase) or the case is a rule
+    cause_estimated: str = ""  # the cause once the phase it died in has an estimate, where that differs
 
 
 def _cfg(name: str) -> str:
@@ -59,8 +60,9 @@ def _cfg(name: str) -> str:
 
 CASES: tuple[Case, ...] = (
     Case("ds3448-600", "DeepSpeed #3448", "https://github.com/deepspeedai/DeepSpeed/issues/3448",
-         "LLaMA 33B full fine-tune, stanford_alpaca's train.py (HF Trainer: TrainingArguments with --deepspeed parsed "
-         "before from_pretrained, so zero.Init), loaded without torch_dtype (fp32), ZeRO-3 with optimizer and "
+         "LLaMA 33B full fine-tune with stanford_alpaca's recipe, as the thread's config implies (its train.py: HF "
+         "Trainer, TrainingArguments with --deepspeed parsed before from_pretrained, so zero.Init; from_pretrained "
+         "without torch_dtype, so fp32), ZeRO-3 with optimizer and "
          "parameters offloaded (alpaca's default_offload_opt_param.json), 8 x A100 40G on one node, 600G RAM",
          "\"try to finetune a llama 33b on 8*A100 40G, 600G RAM. But always OOM on RAM\" (title)",
          ("--hf-config", _cfg("llama-33b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
@@ -70,7 +72,11 @@ CASES: tuple[Case, ...] = (
          "\"I used 750G ~ 800G RAM for training and saving (the seq len is 2048). It could be finetuned on single node "
          "with 8 * A100 40G\"",
          ("--hf-config", _cfg("llama-33b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
-          "--load-dtype", "fp32", "--node-ram", "800G"), "fit", used=(750, 800)),
+          "--load-dtype", "fp32", "--node-ram", "800G"), "fit", used=(750, 800),
+         cause="its highest phase, {top_phase} at {top} GiB, is above the 800G the job used; the thread's config "
+               "(alpaca's default_offload_opt_param.json) sets stage3_gather_16bit_weights_on_model_save false, so "
+               "where that phase is the final 16-bit model save this job never gathers it, and rssprobe has no "
+               "option to say so"),
     Case("lf6755", "LLaMA-Factory #6755", "https://github.com/hiyouga/LlamaFactory/issues/6755",
          "Qwen2.5-32B-Instruct full fine-tune (finetuning_type full), LLaMA-Factory 0.9.2.dev0 on HF Trainer "
          "(transformers 4.46.1; zero.Init: its arguments are parsed before the model loads), bf16, ZeRO-3 with "
@@ -88,7 +94,11 @@ CASES: tuple[Case, ...] = (
          ("--hf-config", _cfg("qwen3-30b-a3b"), "--gpus-per-node", "8", "--stage", "2", "--load-dtype", "bf16",
           "--node-ram", "1.5T"), "oom", phase=SAVES,
          cause="the training phases fit, as they did; the save, where the job died, has no estimate for a GPU "
-               "target: the packaged H200 calibration neither loads nor saves (est-phases adds the save phase)"),
+               "target: the packaged H200 calibration neither loads nor saves (est-phases adds the save phase)",
+         cause_estimated="the save is estimated at {save} GiB (upper {save_up}): the steady figure plus what the save "
+                         "holds on top of it, which fits in 1.5T; the thread saw RAM climb through training and reach "
+                         "1.7TiB at the save, more than the estimate holds at any phase (its steady figure levels off "
+                         "after the first steps; a climb over a long run is not in the calibration's 6 steps)"),
     Case("ms8193-z2", "ms-swift #8193", "https://github.com/modelscope/ms-swift/issues/8193",
          "a 32B model (the thread does not name it: Qwen2.5-32B's shape here) full training with ms-swift, "
          "--deepspeed zero2 (nothing offloaded), 4 GPUs; node RAM not said (the server froze at 250GB+)",
@@ -187,9 +197,13 @@ def figures(record: dict[str, Any]) -> dict[str, str]:
     if est is None:
         return {}
     node, params = est["node"], est["target"]["params"]
-    return {"copy": gib(node["initialize_model_copy_bytes"]), "state": gib(node["initialize_state_bytes"]),
+    top = max((p for p in est["phases"] if p.get("measured")), key=lambda p: p["bytes"], default=None)
+    return {**({"top_phase": top["phase"], "top": gib(top["bytes"])} if top else {}),
+            "copy": gib(node["initialize_model_copy_bytes"]), "state": gib(node["initialize_state_bytes"]),
             "steady": gib(node["steady_rss_bytes"]), "steady_up": gib(node["steady_rss_bytes_high"]),
             "live": f"{node['live_bytes'] / params:.1f}",
+            **{k: gib(max(p[f] for p in saves)) for k, f in (("save", "bytes"), ("save_up", "upper_bytes"))
+               if (saves := [p for p in est["phases"] if p["key"] in SAVES and p.get("measured")])},
             "roles": ", ".join(f"{role} {b / params:.1f}" for role, b in sorted(node["roles"].items()))}
 
 
@@ -307,6 +321,21 @@ def explain(record: dict[str, Any], case: Case) -> bool:
     return case.outcome == "rule" or judge(record, case) == "wrong" or judge_phase(record, case) == "wrong"
 
 
+def why(record: dict[str, Any], case: Case) -> str:
+    if not explain(record, case):
+        return ""
+    estimated = at_phase(record, case) not in (None, "not estimated", "cannot be asked")
+    text = case.cause_estimated if estimated and case.cause_estimated else case.cause
+    return text.format_map(_Figures(figures(record)))
+
+
+class _Figures(dict[str, str]):
+    """A cause's figures; one the record lacks (a refused or missing answer) reads n/a."""
+
+    def __missing__(self, key: str) -> str:
+        return "n/a"
+
+
 def _count(sides: dict[str, dict[str, Any]], cases: list[Case], how: Any) -> int:
     return sum(how(sides[c.id], c) == "right" for c in cases)
 
@@ -365,7 +394,7 @@ def page(root: Path = FIELD) -> str:
         lines.append(f"| {c.id} | {happened} | {said(a, c)} | {judge(a, c)} | "
                      f"{f'{pa}: {judge_phase(a, c)}' if pa else ''} | {said(b, c)} | {judge(b, c)} | "
                      f"{f'{pb}: {judge_phase(b, c)}' if pb else ''} | {versus_used(a, c)} | "
-                     f"{c.cause.format(**figures(a)) if explain(a, c) else ''} |")
+                     f"{why(a, c)} |")
     return "\n".join(lines) + "\n"
 
 
