@@ -95,6 +95,9 @@ class Target:
     # the fraction of the parameters that train (an adapter: 0.005): DeepSpeed's optimizer partitions (fp32 master,
     # its gradient, Adam's two states, the bit16 gradient partitions) hold trainable parameters only
     trainable: float = 1.0
+    # the job's final save (config/trainerjob.py FINAL_SAVES): the consolidated 16-bit model, DeepSpeed's
+    # save_checkpoint (ZeRO-3 with stage3_gather_16bit_weights_on_model_save false), or none
+    final_save: str = "model16"
 
 
 # the roles that exist for trainable parameters only (the optimizer's param groups hold only those: HF Trainer
@@ -294,8 +297,10 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
     save_load = None
     if cal.phases is not None:
         pf = savephase.fits(cal.phases)
-        save_load = {"calibration": cal.phases.describe(), "holders": savephase.holders(target.zero, k),
-                     "state_dict_bytes": savephase.state_dict_bytes(target.shape, target.zero),
+        model16 = target.final_save == "model16"
+        save_load = {"calibration": cal.phases.describe(), "final_save": target.final_save,
+                     "holders": savephase.holders(target.zero, k) if model16 else 0,
+                     "state_dict_bytes": savephase.state_dict_bytes(target.shape, target.zero) if model16 else 0,
                      "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept,
                                      "dof": fit.dof, "noise_bytes_per_param": fit.s} for name, fit in pf.items()}}
     if f["steady"].dof == 0:

@@ -29,6 +29,10 @@ Each figure is per rank, above something the target's own estimate has:
   it was measured writing one safetensors file (save_pretrained's sharded write serializes a shard at a time: an
   upper side for it).
 
+What the final save is follows the job (config/trainerjob.py, `--final-save`): the consolidated 16-bit model
+(above), DeepSpeed's save_checkpoint (ZeRO-3 with stage3_gather_16bit_weights_on_model_save false: the Trainer's
+save_model then saves the full checkpoint, the checkpoint save's figure), or none (no final-save phase).
+
 A save's peak is the rank's steady RSS (the estimate's, of the target) plus what the save adds; the node sums every
 rank at its save's top at once (the holders' state dicts are built together; an upper side for the writer's
 transient, which follows). The calibration runs with glibc's mmap threshold fixed (64 KiB): a target's tensors are
@@ -140,10 +144,28 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
     cuda = zero.accelerator != "cpu"
     d2h_module = Term.exact(shape.largest_tensor * zero.element_bytes if cuda else 0)
     save = steady + fitted(f["checkpoint_save"], partition.partition_params(shape, zero), k, 0.0) + d2h_module
-    held = Term.exact(holders(zero, k) * state_dict_bytes(shape, zero))
-    write = fitted(f["model_save"], shape.params, 1, 0.0)  # the writing rank alone
-    return {"checkpoint_load": load, "checkpoint_save": save, "model_save": steady + held + write,
-            "model_save_state_dict": held}
+    out = {"checkpoint_load": load, "checkpoint_save": save}
+    final = getattr(target, "final_save", "model16")
+    if final == "model16":
+        held = Term.exact(holders(zero, k) * state_dict_bytes(shape, zero))
+        write = fitted(f["model_save"], shape.params, 1, 0.0)  # the writing rank alone
+        out.update(model_save=steady + held + write, model_save_state_dict=held)
+    elif final == "checkpoint":  # save_model calls the engine's save_checkpoint: the checkpoint save again
+        out["model_save"] = save
+    return out
+
+
+def final_rows(rows: list[dict[str, Any]], target: Any) -> list[dict[str, Any]]:
+    """The phase rows as the job's final save makes them: no final-save row for a job that saves none; the row
+    named for DeepSpeed's checkpoint when that is the final save."""
+    final = getattr(target, "final_save", "model16")
+    if final == "none":
+        return [r for r in rows if r["key"] != "model_save"]
+    if final == "checkpoint":
+        for r in rows:
+            if r["key"] == "model_save":
+                r["phase"] = "final save (save_checkpoint)"
+    return rows
 
 
 def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
@@ -161,9 +183,16 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
                                     "side for save_pretrained's shards)"}
     who = "rank 0 (ZeRO-3: _zero3_consolidated_16bit_state_dict)" if zero.stage == 3 else \
         "every rank (below ZeRO-3: clone_tensors_for_torch_save on each)"
+    final = getattr(target, "final_save", "model16")
     predicted = {"model_save_state_dict": f"the whole model's 16-bit bytes ({zero.element_bytes} B/param) on {who}"
                  + (", copied device-to-host (predicted for CUDA: the CPU clone's host bytes)" if cuda else
-                    ": exact, the calibration's measured state dicts agree")}
+                    ": exact, the calibration's measured state dicts agree")} if final == "model16" else {}
+    if final == "checkpoint":
+        measured.pop("model_save_write")
+        measured["model_save"] = ("the final save is DeepSpeed's save_checkpoint (--final-save checkpoint): the "
+                                  "checkpoint save's figure, no 16-bit model gathered or cloned")
+    elif final == "none":
+        measured.pop("model_save_write")
     if cuda:
         predicted["checkpoint_save_module"] = ("rank 0's module states copied device-to-host one storage at a time "
                                                "by torch.save: the largest tensor's 16-bit bytes")
@@ -245,4 +274,6 @@ def sources(target: Any, cal: Any) -> dict[str, str]:
         "measured on CPU + predicted device-to-host copy" if cuda else "measured (CPU save/load calibration)"
     out["model_save"] = "predicted: 16-bit weights device-to-host + measured write" if cuda else \
         "exact state dict + measured write"
+    if getattr(target, "final_save", "model16") == "checkpoint":
+        out["model_save"] = out["checkpoint_save"]
     return out

@@ -50,6 +50,11 @@ from . import common_args
 @click.option("--trainable", metavar="N|P%",
               help="Trainable parameters, a count (40M) or a share (0.5%) for an adapter: the optimizer's states, "
                    "fp32 master and gradients hold those only (default: all).")
+@click.option("--final-save", "final_save", type=click.Choice(["model16", "checkpoint", "none"]),
+              help="The job's final save: model16, the consolidated 16-bit model (HF Trainer's save_model; at ZeRO-3 "
+                   "with stage3_gather_16bit_weights_on_model_save true); checkpoint, DeepSpeed's save_checkpoint "
+                   "(ZeRO-3 with that flag false: the Trainer saves the full checkpoint instead); none (default "
+                   "model16, as the published ZeRO configs save).")
 @click.option("--node-ram", type=common_args.byte_size(), metavar="SIZE",
               help="The node's RAM for the job, e.g. 2T or 1536G (default for a CPU target on one node: this "
                    "machine's MemTotal or cgroup limit, the smaller).")
@@ -80,7 +85,7 @@ from . import common_args
 def command(scenario_ref: str | None, model: str | None, hf_config: Path | None, overrides: tuple[str, ...],
             steps: int | None, params: float | None, gpus_per_node: int | None, ranks_per_node: int | None, nodes: int,
             accelerator: str | None, stage: int | None, offload_param: bool | None, zero_init: bool | None,
-            load_dtype: str | None, trainable: str | None, node_ram: int | None,
+            load_dtype: str | None, trainable: str | None, final_save: str | None, node_ram: int | None,
             calibration: Path | None, calibrate: bool, fresh: bool, allocator: str, malloc_env: tuple[str, ...],
             patches: tuple[str, ...], torch_alloc_conf: str | None, repeat: int | None,
             calibration_ranks: int | None, calibration_steps: int | None, calibration_params: list[float] | None,
@@ -97,5 +102,5 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
                                         env_ref=env_ref, python=python),
         calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
-        trainable=trainable))
+        trainable=trainable, final_save=final_save))
     estimateviews.show(data, fmt)

@@ -22,7 +22,7 @@ ROWS = (  # (key of the rank/node views, label, where its number comes from)
     ("initialize_state", "  buffers after initialize + its transients", "calibration + shapes"),
     ("step_peak", "peak of a training step", "calibration + shapes"),
     ("checkpoint_save", "peak of a checkpoint save (DeepSpeed save_checkpoint)", "calibration + shapes"),
-    ("model_save", "peak of the final model save (16-bit, save_model)", "calibration + shapes"),
+    ("model_save", "peak of the final save (as the assumptions say)", "calibration + shapes"),
     ("model_save_state_dict", "  the consolidated 16-bit state dicts", "shapes"),
     ("checkpoint_load", "peak of the checkpoint load (from_pretrained)", "calibration"),
     ("pinned_slack", "pinned-block slack (CUDA)", "torch's rule"),

@@ -30,7 +30,7 @@ ESTIMATE_FIELD = ROOT / "reports" / "estimate" / "field"
 GIB = 2**30
 GOAL = 0.15  # issue 41: where a job fit, the provision within 15% above what it used
 # options the code before issue 41 did not have: (option, how many values follow it)
-NEW_OPTIONS = {"--zero-init": 0, "--no-zero-init": 0, "--load-dtype": 1, "--trainable": 1}
+NEW_OPTIONS = {"--zero-init": 0, "--no-zero-init": 0, "--load-dtype": 1, "--trainable": 1, "--final-save": 1}
 SAYS_NO = ("does not fit", "may not fit")
 # the final save: DeepSpeed's save_checkpoint, and the Trainer's 16-bit save_model where the estimate has that row
 SAVES = ("checkpoint_save", "model_save")
@@ -63,20 +63,20 @@ CASES: tuple[Case, ...] = (
          "LLaMA 33B full fine-tune with stanford_alpaca's recipe, as the thread's config implies (its train.py: HF "
          "Trainer, TrainingArguments with --deepspeed parsed before from_pretrained, so zero.Init; from_pretrained "
          "without torch_dtype, so fp32), ZeRO-3 with optimizer and "
-         "parameters offloaded (alpaca's default_offload_opt_param.json), 8 x A100 40G on one node, 600G RAM",
+         "parameters offloaded (alpaca's default_offload_opt_param.json, which sets "
+         "stage3_gather_16bit_weights_on_model_save false: the final save is DeepSpeed's checkpoint), 8 x A100 40G on "
+         "one node, 600G RAM",
          "\"try to finetune a llama 33b on 8*A100 40G, 600G RAM. But always OOM on RAM\" (title)",
          ("--hf-config", _cfg("llama-33b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
-          "--load-dtype", "fp32", "--node-ram", "600G"), "oom"),
+          "--load-dtype", "fp32", "--final-save", "checkpoint", "--node-ram", "600G"), "oom"),
     Case("ds3448-fit", "DeepSpeed #3448", "https://github.com/deepspeedai/DeepSpeed/issues/3448",
          "the same job, with \"deepspeed zero3 offloads + flash attention\" and seq len 2048, on a node with more RAM",
          "\"I used 750G ~ 800G RAM for training and saving (the seq len is 2048). It could be finetuned on single node "
          "with 8 * A100 40G\"",
          ("--hf-config", _cfg("llama-33b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
-          "--load-dtype", "fp32", "--node-ram", "800G"), "fit", used=(750, 800),
-         cause="its highest phase, {top_phase} at {top} GiB, is above the 800G the job used; the thread's config "
-               "(alpaca's default_offload_opt_param.json) sets stage3_gather_16bit_weights_on_model_save false, so "
-               "where that phase is the final 16-bit model save this job never gathers it, and rssprobe has no "
-               "option to say so"),
+          "--load-dtype", "fp32", "--final-save", "checkpoint", "--node-ram", "800G"), "fit", used=(750, 800),
+         cause="its highest phase, {top_phase} at {top} GiB, is above the 800G the job used (the final save asked "
+               "as the thread's config makes it: DeepSpeed's checkpoint, no 16-bit model gathered)"),
     Case("lf6755", "LLaMA-Factory #6755", "https://github.com/hiyouga/LlamaFactory/issues/6755",
          "Qwen2.5-32B-Instruct full fine-tune (finetuning_type full), LLaMA-Factory 0.9.2.dev0 on HF Trainer "
          "(transformers 4.46.1; zero.Init: its arguments are parsed before the model loads), bf16, ZeRO-3 with "

@@ -34,7 +34,7 @@ def run(req: Request) -> Estimate:
     read = scenario.read(req.spec.ref) if req.source == "scenario" else None
     scen, shape, origin = target_scenario(req, read)
     job = trainerjob.resolve(req.zero_init, req.load_dtype, req.trainable, scen.zero.stage, scen.model.kind,
-                             shape.params)
+                             shape.params, req.final_save)
     ranks = q.ranks
     checked = check(req, q, scen, shape, read)
     plan = checked.plan
@@ -53,7 +53,8 @@ def run(req: Request) -> Estimate:
     pin_rule = rule(cal.versions.get("torch"), req.spec.torch_alloc_conf)
     pinning = "register" if PIN_REGISTER in checked.asked else "torch"
     target = arithmetic.Target(shape, zero, ranks, req.nodes, pin_rule, pinning, scen.steps, zero_init=job.zero_init,
-                               load_bytes=job.load_bytes, trainable=job.trainable)
+                               load_bytes=job.load_bytes, trainable=job.trainable,
+                               final_save=job.final_save)
     out = arithmetic.estimate(target, cal)
     measured, predicted = terms(cal, pin_rule, req, q, info)
     phase_measured, phase_predicted = savephase.rules(target, cal.phases)  # how each carries to the target
@@ -62,7 +63,7 @@ def run(req: Request) -> Estimate:
     notes.extend(calibration_notes(req, q, plan, cal, out, scen, zero.world, shape.params))
     ram, ram_from = (req.node_ram, "--node-ram") if req.node_ram is not None else \
         memlimits.node_ram() if q.for_this_machine else (None, None)
-    rows = provision.phases(out["node"], ram)
+    rows = savephase.final_rows(provision.phases(out["node"], ram), target)
     sources = savephase.sources(target, cal)
     for r in rows:
         r["from"] = sources.get(r["key"], "")

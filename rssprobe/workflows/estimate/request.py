@@ -43,6 +43,7 @@ class Request:
     zero_init: bool | None = None
     load_dtype: str | None = None
     trainable: str | None = None
+    final_save: str | None = None
 
 
 @dataclass

@@ -21,6 +21,7 @@ def target_scenario(req: Request, read: tuple[str, dict[str, Any]] | None = None
     model cannot take. `read`: the SCENARIO file as run() read it."""
     spec = req.spec
     number("--params", spec.params, 1)
+    optimizer_on_device(spec.sets)
     if req.source == "model":
         known = knownmodels.load(spec.ref)
         raw = knownmodels.raw_scenario(known.name, known.hf, f"{known.title} (published config: {known.source})")
@@ -55,6 +56,19 @@ def target_scenario(req: Request, read: tuple[str, dict[str, Any]] | None = None
         raise UserError(f"--params {spec.params:g}: less than one layer of {scen.name}'s model (a layer is "
                         f"{per_layer:,} params" + (f", the rest of the model {outside:,}" if outside else "") + ")")
     return scen, modelshape.of(scen, scen.name), origin
+
+
+def optimizer_on_device(sets: tuple[str, ...]) -> None:
+    """UserError (one line, what is supported) for a --set that keeps the optimizer off the host: every estimate is
+    of a job whose optimizer is offloaded (the calibrations' scenarios accept only zero.offload_optimizer "cpu")."""
+    for word in sets:
+        key, _, value = word.partition("=")
+        value = value.strip().strip("\"'")
+        if key.strip() == "zero.offload_optimizer" and value != "cpu":
+            raise UserError(f"--set {word}: estimate supports jobs whose optimizer is offloaded to host RAM "
+                            "(zero.offload_optimizer \"cpu\", the default; ZeRO-1/2, or ZeRO-3 with --offload-param "
+                            "or --no-offload-param); a job with the optimizer on the GPU (nothing offloaded) is not "
+                            "estimated")
 
 
 def describe_target(scen: Scenario, shape: modelshape.Shape, zero: partition.Zero, req: Request, q: Question,
