@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "rssprobe" / "contract"
 SUBMODULES = {p.stem for p in CONTRACT.glob("*.py")} - {"__init__"}
-# The modules that still read `contract.NAME` through the package: estimate only (helper est-pkg is splitting it into a
-# package and names its submodules there). This list only shrinks (7 at the start of issue 44's fifth round).
-LEGACY = {"rssprobe/workflows/estimate.py"}
+# The modules that still read `contract.NAME` through the package: none since issue 44's fifth round (7 at its
+# start). This list only shrinks; it stays empty.
+LEGACY: set[str] = set()
 
 
 def _target(path: Path, node: ast.ImportFrom) -> str:

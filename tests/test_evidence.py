@@ -77,7 +77,13 @@ def _estimate(tmp: Path) -> str:
                                             "heldout.toml", root / "out", root / "before", root / "proj", ranks))
 
 
+def _field(tmp: Path) -> str:
+    from tools.evidence import field
+    return field.page(REPORTS / "field")
+
+
 PAGES: dict[str, Callable[[Path], str]] = {
+    "field.md": _field,
     "your-job.md": _your_job,
     "cuda-pinned/releases.md": _cuda_pinned("releases", ("release-ws1", "release-ws2", "release-ws8")),
     "cuda-pinned/fixes.md": _cuda_pinned("runs", ("fix-baseline", "fix-pin.register", "fix-knob")),
@@ -88,3 +94,34 @@ PAGES: dict[str, Callable[[Path], str]] = {
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_the_page_regenerates_byte_for_byte_from_its_archive(page: str, tmp_path: Path) -> None:
     assert PAGES[page](tmp_path) == (REPORTS / page).read_text(encoding="utf-8")
+
+
+def test_the_field_page_judges_by_what_happened() -> None:
+    """Known answers for reports/field.md's judgement (issue 41 item 6): a job that ran out is judged right only by
+    "does not fit"/"may not fit", at the phase it died in when its thread names one (a phase without an estimate is
+    never "right"); a job that fit, by its central estimate against what it used; the 15% goal by the provision."""
+    from tools.evidence import field
+    gib = field.GIB
+
+    def record(*rows: tuple[str, float | None, str]) -> dict:
+        ps = [{"key": k, "phase": k, "measured": b is not None, **({"bytes": b * gib, "upper_bytes": b * gib * 1.1,
+                                                                   "verdict": w} if b is not None else {})}
+              for k, b, w in rows]
+        top = max(p["upper_bytes"] for p in ps if p["measured"])
+        return {"estimate": {"phases": ps, "provision": {"bytes": top}}}
+
+    oom = field.Case("x", "r", "l", "c", "h", (), "oom", phase=("initialize_peak",))
+    fits_init = record(("initialize_peak", 100, "fits"), ("steady", 120, "may not fit"))
+    assert (field.judge(fits_init, oom), field.judge_phase(fits_init, oom)) == ("right", "wrong")
+    died_saving = field.Case("x", "r", "l", "c", "h", (), "oom", phase=field.SAVES)
+    unsaved = record(("steady", 100, "fits"), ("checkpoint_save", None, ""))
+    assert field.said(unsaved, died_saving) == "fits; not estimated where it died"
+    assert (field.judge(unsaved, died_saving), field.judge_phase(unsaved, died_saving)) == ("wrong", "wrong")
+    saved = record(("steady", 100, "fits"), ("model_save", 200, "does not fit"))
+    assert (field.judge(saved, died_saving), field.judge_phase(saved, died_saving)) == ("right", "right")
+    assert field.judge({"error": "refused"}, died_saving) == "wrong"
+    trained = field.Case("x", "r", "l", "c", "h", (), "fit", used=(90, 100))
+    assert field.judge(record(("steady", 95, "may not fit")), trained) == "right"  # provision 104.5: within 15%
+    assert field.goal_met(record(("steady", 95, "may not fit")), trained) is True
+    assert field.judge(record(("steady", 101, "does not fit")), trained) == "wrong"
+    assert field.goal_met(record(("steady", 80, "fits")), trained) is False  # provision 88 < what it used

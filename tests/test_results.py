@@ -22,8 +22,11 @@ from rssprobe.analysis.compare import Side, compare
 from rssprobe.analysis.summary import summarise
 from rssprobe.campaign import engine
 from rssprobe.cli import main
+from rssprobe.config.scenariospec import ScenarioSpec
 from rssprobe.store.rundir import RunDir
-from rssprobe.workflows import estimate, inspect
+from rssprobe.workflows import inspect
+from rssprobe.workflows.estimate import entry as estimate_entry
+from rssprobe.workflows.estimate.request import Request as EstimateRequest
 
 from .test_shard import MATRIX, PLAN, synthetic_group
 
@@ -89,7 +92,7 @@ def outputs(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             "group": dict(inspect.view(str(demo_runs / "baseline")).data),
             "scale": dict(sweep.Sweep.load(h200 / "runs0" / "scale-default").as_dict()), "comparison": dict(comparison),
             "side": dict(comparison["a"]), "figure comparison": dict(figure),
-            "estimate": dict(estimate.run(estimate.Request(model="llama-2-7b", gpus_per_node=8))),
+            "estimate": dict(estimate_entry.run(EstimateRequest(ScenarioSpec("llama-2-7b"), "model", gpus_per_node=8))),
             "sweep comparison": sweep.compare(str(h200 / "runs0" / "scale-default"),
                                               str(h200 / "runs0" / "scale-default")).as_dict(),
             "limits": _limits(demo_runs / "baseline", tmp_path_factory.mktemp("limits")),

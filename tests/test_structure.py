@@ -253,7 +253,7 @@ def test_every_request_that_runs_something_carries_the_one_run_options_bundle() 
     from rssprobe.campaign.matrix import MatrixRequest
     from rssprobe.config.runoptions import RunOptions
     from rssprobe.run.group import Start
-    from rssprobe.workflows.estimate import Request
+    from rssprobe.workflows.estimate.request import Request
     from rssprobe.workflows.gate import GateRequest
 
     bundled = {f.name for f in dataclasses.fields(RunOptions)}

@@ -99,6 +99,9 @@ class Calibration:
     malloc_env: dict[str, str]
     left_out: list[str] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)  # machine, gpu, date, source (packed ones say)
+    # the save/load calibration (analysis/savephase.Phases) that estimates the load and the saves this one did not
+    # measure (a GPU sweep neither loads nor saves); None: only this one's own
+    phases: Any = None
 
     @property
     def params(self) -> list[int]:

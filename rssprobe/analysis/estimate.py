@@ -58,10 +58,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config.modelshape import Shape
-from . import fixes, partition, pinrule, stats
+from . import fixes, partition, pinrule, savephase, stats
 from .calibration import Calibration, Point
 from .partition import Zero
 from .pinrule import Rule
+from .term import Term, fitted, larger
 
 FAR = 100
 # beyond this many times the largest calibrated size, under glibc's own mmap threshold, the point estimate is biased
@@ -72,42 +73,7 @@ FITTED = ("steady", "step_peak", "initialize", "model_copy", "checkpoint_save", 
 # phases a node is provisioned for, in the order a run meets them (label, key of terms()). A phase whose key
 # terms() does not return (a calibration that saves or loads no checkpoint) is "not measured" (analysis/provision.py)
 PHASES = (("checkpoint load", "checkpoint_load"), ("initialize", "initialize_peak"), ("steady", "steady"),
-          ("step peak", "step_peak"), ("checkpoint save", "checkpoint_save"))
-
-
-@dataclass(frozen=True)
-class Term:
-    """A figure in bytes with its 95% interval (None where none can be given) and its exact floor."""
-
-    value: float
-    low: float | None
-    high: float | None
-    floor: float = 0.0
-
-    @classmethod
-    def exact(cls, value: float) -> Term:
-        return cls(value, value, value, value)
-
-    def __add__(self, other: Term) -> Term:
-        low = None if self.low is None or other.low is None else self.low + other.low
-        high = None if self.high is None or other.high is None else self.high + other.high
-        return Term(self.value + other.value, low, high, self.floor + other.floor)
-
-    @property
-    def upper(self) -> float:
-        """The upper 95% bound, or the figure itself where there is no interval."""
-        return self.value if self.high is None else self.high
-
-    def fields(self, name: str) -> dict[str, float | None]:
-        return {f"{name}_bytes": self.value, f"{name}_bytes_low": self.low, f"{name}_bytes_high": self.high,
-                f"{name}_bytes_floor": self.floor}
-
-
-def larger(*terms: Term) -> Term:
-    """The largest of several figures, each bound the largest of the bounds (max is monotone)."""
-    lows, highs = [t.low for t in terms], [t.high for t in terms]
-    return Term(max(t.value for t in terms), None if None in lows else max(lows),  # type: ignore[type-var]
-                None if None in highs else max(highs), max(t.floor for t in terms))  # type: ignore[type-var]
+          ("step peak", "step_peak"), ("checkpoint save", "checkpoint_save"), ("final model save", "model_save"))
 
 
 @dataclass(frozen=True)
@@ -129,6 +95,9 @@ class Target:
     # the fraction of the parameters that train (an adapter: 0.005): DeepSpeed's optimizer partitions (fp32 master,
     # its gradient, Adam's two states, the bit16 gradient partitions) hold trainable parameters only
     trainable: float = 1.0
+    # the job's final save (config/trainerjob.py FINAL_SAVES): the consolidated 16-bit model, DeepSpeed's
+    # save_checkpoint (ZeRO-3 with stage3_gather_16bit_weights_on_model_save false), or none
+    final_save: str = "model16"
 
 
 # the roles that exist for trainable parameters only (the optimizer's param groups hold only those: HF Trainer
@@ -196,15 +165,6 @@ def fits(points: list[Point], steps: int | None = None) -> dict[str, stats.Propo
             for name, ys in residuals(points, steps).items()}
 
 
-def fitted(fit: stats.ProportionalFit, x0: float, k: int, floor: float) -> Term:
-    """k ranks' sum of a fitted term at x0, its interval, never below `floor` (nor the figure below it)."""
-    e = stats.predict_sum(fit, x0, k)
-    value = max(e.value, floor)
-    if e.low is None or e.high is None:
-        return Term(value, None, None, floor)
-    return Term(value, max(e.low, floor), max(e.high, value), floor)
-
-
 def checks(points: list[Point]) -> list[str]:
     """Where the calibration's own records disagree with the partition arithmetic (empty: they all agree)."""
     out = []
@@ -257,6 +217,11 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     if "checkpoint_load" in f:
         out["checkpoint_load"] = fitted(f["checkpoint_load"], x["checkpoint_load"], k, base)
         peaks.append(out["checkpoint_load"])
+    if cal.phases is not None:  # what the target's calibration did not measure, from the save/load calibration
+        for key, term in savephase.terms(target, cal.phases, k, out["steady"], base).items():
+            if key not in out:
+                out[key] = term
+                peaks += [term] if key in savephase.TERMS else []
     out["peak"] = larger(*peaks)
     baseline = stats.mean_interval([float(p.baseline) for p in cal.points])
     fixed = f["steady"].intercept - baseline.value
@@ -270,6 +235,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
 FIELDS = {"steady": "steady_rss", "peak": "peak_rss", "pinned_slack": "pinned_slack", "fixed": "fixed",
           "initialize_peak": "initialize_peak", "step_peak": "step_peak", "checkpoint_save": "checkpoint_save",
           "checkpoint_load": "checkpoint_load",
+          "model_save": "model_save", "model_save_state_dict": "model_save_state_dict",
           "initialize_model_copy": "initialize_model_copy", "initialize_state": "initialize_state"}
 
 
@@ -328,13 +294,22 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
                      f"in fp32, the calibration's {largest / 2**20:,.0f} MiB: glibc returns freed blocks above its "
                      "largest dynamic mmap threshold (32 MiB) at once, so per-parameter residuals fitted on the "
                      "calibration's smaller transients may overstate the target's")
+    save_load = None
+    if cal.phases is not None:
+        pf = savephase.fits(cal.phases)
+        model16 = target.final_save == "model16"
+        save_load = {"calibration": cal.phases.describe(), "final_save": target.final_save,
+                     "holders": savephase.holders(target.zero, k) if model16 else 0,
+                     "state_dict_bytes": savephase.state_dict_bytes(target.shape, target.zero) if model16 else 0,
+                     "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept,
+                                     "dof": fit.dof, "noise_bytes_per_param": fit.s} for name, fit in pf.items()}}
     if f["steady"].dof == 0:
         notes.append("no interval: the calibration has no degrees of freedom left (2 runs); run 3 sizes or more")
     return {"rank": rank, "node": node, "extrapolation": far_by, "far": far_by > FAR, "steps": steps,
             "fits": {name: {"slope_bytes_per_param": fit.slope, "intercept_bytes": fit.intercept, "dof": fit.dof,
                             "noise_bytes_per_param": fit.s, "worst_residual_bytes": fit.worst_residual}
                      for name, fit in f.items()},
-            "checks": checks(cal.points), "notes": notes,
+            "checks": checks(cal.points), "notes": notes, "save_load": save_load,
             # the pinned-slack fixes over the same requests (rssprobe/data/fixes.toml; predicted, CUDA only)
             "fixes": fixes.compare(partition.pin_ops(target.shape, target.zero, target.via), target.rule.torch, None,
                                    target.shape.params, rank["pinned_held_bytes"])

@@ -36,7 +36,7 @@ def gib(n: float) -> str:
 
 LOAD_NOT_ESTIMATED = "not estimated: the calibration loads no checkpoint (the answer says how to measure it)"
 SAVE_NOT_ESTIMATED = "not estimated: the calibration saves no checkpoint (the answer says how to measure it)"
-# (workflows/estimate.py replaces the parenthesis with the command that measures it for the target)
+# (workflows/estimate/entry.py replaces the parenthesis with the command that measures it for the target)
 
 
 def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:
@@ -60,7 +60,9 @@ def phases(node: dict[str, Any], ram: int | None) -> list[dict[str, Any]]:
 def provision(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What to provision per node: the largest upper bound of any measured phase, and that phase."""
     worst = max((r for r in rows if r["measured"]), key=lambda r: r["upper_bytes"])
-    return {"bytes": worst["upper_bytes"], "phase": worst["phase"], "interval": worst["interval"]}
+    # a phase whose figure is a prediction (its row's "from": a CUDA save from a CPU calibration) says so
+    return {"bytes": worst["upper_bytes"], "phase": worst["phase"], "interval": worst["interval"],
+            "predicted": str(worst.get("from", "")).startswith("predicted")}
 
 
 def _node_peak(target: Target, cal: Calibration) -> Term:
@@ -154,7 +156,7 @@ def answer(what: str, node: dict[str, Any], rows: list[dict[str, Any]], prov: di
     steady = next(r for r in rows if r["key"] == "steady")
     first = (f"{what} needs about {gib(steady['bytes'])} GiB of host RAM per node steady and "
              f"{gib(node['peak_rss_bytes'])} GiB at its peak; provision at least {gib(prov['bytes'])} GiB "
-             f"(highest phase: {prov['phase']}, {'upper 95%' if prov['interval'] else 'no interval'})")
+             f"(highest phase: {_named(prov)}, {'upper 95%' if prov['interval'] else 'no interval'})")
     missing = [r for r in rows if not r["measured"]]
     unknown = "" if not missing else (f"; the {_phases(missing)} {'is' if len(missing) == 1 else 'are'} not "
                                       "estimated" + (f": {measure}" if measure else ""))
@@ -186,7 +188,11 @@ def answer(what: str, node: dict[str, Any], rows: list[dict[str, Any]], prov: di
     return out
 
 
+def _named(prov: dict[str, Any]) -> str:
+    return prov["phase"] + (" (predicted for CUDA)" if prov.get("predicted") else "")
+
+
 def provision_line(prov: dict[str, Any]) -> str:
     """The line the output ends with."""
-    return (f"provision at least {gib(prov['bytes'])} GiB per node (highest phase: {prov['phase']}, "
+    return (f"provision at least {gib(prov['bytes'])} GiB per node (highest phase: {_named(prov)}, "
             f"{'upper 95%' if prov['interval'] else 'no interval: calibrate nearer'})")

@@ -239,6 +239,8 @@ class Estimate(TypedDict):
     predicted_terms: dict[str, str]
     notes: list[str]
     calibration: Calibration
+    # the load and the saves from the save/load calibration (analysis/savephase.py): which, its fits, the holders
+    save_load: dict[str, Any] | None
 
 
 class MatrixTable(TypedDict):

@@ -8,8 +8,11 @@ from pathlib import Path
 import click
 
 from ..config import knownmodels
+from ..config.scenariospec import ScenarioSpec
 from ..reporters import estimateviews
-from ..workflows import estimate
+from ..workflows.estimate import entry
+from ..workflows.estimate.plan import CALIBRATION_STEPS
+from ..workflows.estimate.request import ACCELERATORS, Request, which_model, zero_options
 from . import common_args
 
 
@@ -32,7 +35,7 @@ from . import common_args
               help="Ranks of one node, with --accelerator (cpu: every buffer in host RAM).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
               help="Nodes of that many ranks each (the node's figures are per node).")
-@click.option("--accelerator", type=click.Choice(estimate.ACCELERATORS),
+@click.option("--accelerator", type=click.Choice(ACCELERATORS),
               help="Where the ranks train (--gpus-per-node means cuda).")
 @click.option("--stage", type=click.IntRange(1, 3), help="ZeRO stage (3 offloads the parameters too, unless "
               "--no-offload-param).")
@@ -47,6 +50,11 @@ from . import common_args
 @click.option("--trainable", metavar="N|P%",
               help="Trainable parameters, a count (40M) or a share (0.5%) for an adapter: the optimizer's states, "
                    "fp32 master and gradients hold those only (default: all).")
+@click.option("--final-save", "final_save", type=click.Choice(["model16", "checkpoint", "none"]),
+              help="The job's final save: model16, the consolidated 16-bit model (HF Trainer's save_model; at ZeRO-3 "
+                   "with stage3_gather_16bit_weights_on_model_save true); checkpoint, DeepSpeed's save_checkpoint "
+                   "(ZeRO-3 with that flag false: the Trainer saves the full checkpoint instead); none (default "
+                   "model16, as the published ZeRO configs save).")
 @click.option("--node-ram", type=common_args.byte_size(), metavar="SIZE",
               help="The node's RAM for the job, e.g. 2T or 1536G (default for a CPU target on one node: this "
                    "machine's MemTotal or cgroup limit, the smaller).")
@@ -68,7 +76,7 @@ from . import common_args
               help="Ranks of each calibration run (default 2 for a target of several ranks per node: a process among "
                    "several has costs of its own, and ZeRO-3 its gathers; 1 for one).")
 @click.option("--calibration-steps", type=click.IntRange(2),
-              help=f"Steps of each calibration run (default {estimate.CALIBRATION_STEPS}; a target of fewer steps is "
+              help=f"Steps of each calibration run (default {CALIBRATION_STEPS}; a target of fewer steps is "
                    "estimated from the first ones).")
 @click.option("--calibration-params", type=common_args.param_counts(), metavar="N,N,N",
               help="Calibrate at these sizes instead of 1, 2 and 3 layers (nearer a large target).")
@@ -77,21 +85,22 @@ from . import common_args
 def command(scenario_ref: str | None, model: str | None, hf_config: Path | None, overrides: tuple[str, ...],
             steps: int | None, params: float | None, gpus_per_node: int | None, ranks_per_node: int | None, nodes: int,
             accelerator: str | None, stage: int | None, offload_param: bool | None, zero_init: bool | None,
-            load_dtype: str | None, trainable: str | None, node_ram: int | None,
+            load_dtype: str | None, trainable: str | None, final_save: str | None, node_ram: int | None,
             calibration: Path | None, calibrate: bool, fresh: bool, allocator: str, malloc_env: tuple[str, ...],
             patches: tuple[str, ...], torch_alloc_conf: str | None, repeat: int | None,
             calibration_ranks: int | None, calibration_steps: int | None, calibration_params: list[float] | None,
             env_ref: str | None, python: str | None, fmt: str) -> None:
     """Host RAM per rank and per node for a model on G GPUs (or R CPU ranks) per node, estimated; whether it
     fits the node's RAM, phase by phase, and what to provision."""
-    data = estimate.run(estimate.Request(
-        scenario_ref=scenario_ref, model=model, hf_config=hf_config, sets=list(overrides), steps=steps,
-        params=params, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
-        accelerator=accelerator, stage=stage, offload_param=offload_param, node_ram=node_ram,
-        calibration=calibration, calibrate=calibrate, fresh=fresh,
+    ref, source = which_model(scenario_ref, model, hf_config)
+    spec = ScenarioSpec(ref, overrides, steps=steps, params=params, torch_alloc_conf=torch_alloc_conf,
+                        **zero_options(stage, offload_param))
+    data = entry.run(Request(
+        spec, source, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
+        accelerator=accelerator, node_ram=node_ram, calibration=calibration, calibrate=calibrate, fresh=fresh,
         options=common_args.run_options(patches=patches, allocator=allocator, malloc_env=malloc_env, repeat=repeat,
                                         env_ref=env_ref, python=python),
-        torch_alloc_conf=torch_alloc_conf, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
+        calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
-        trainable=trainable))
+        trainable=trainable, final_save=final_save))
     estimateviews.show(data, fmt)

@@ -77,6 +77,19 @@ _NOT_KEYS = frozenset({"get", "to_dict", "get_text_config", "_attn_implementatio
 INDEX_LISTS = ("mlp_only_layers",)
 
 
+# keys that count leading layers unlike the rest (DeepSeek-V3's first_k_dense_replace: dense MLP layers before its MoE
+# ones): a layer's size is measured past them, where the layers repeat (measured at 1 and 2 layers, DeepSeek-V3's
+# "layer" was a dense one: 62 k params where its MoE layers hold 41 k, at toy size, and 70 layers counted 4.37 M
+# where transformers builds 2.96 M)
+LEADING = ("first_k_dense_replace",)
+
+
+def leading_layers(config: Any) -> int:
+    """How many leading layers differ from the repeating ones (0 for most architectures)."""
+    values = [v for k in LEADING if isinstance(v := getattr(config, k, None), int) and not isinstance(v, bool)]
+    return max([0, *values])
+
+
 def layers_key(config: Any) -> str:
     """The config's own name for the layer count (GPT-2: n_layer, reached as num_hidden_layers too)."""
     return (getattr(config, "attribute_map", None) or {}).get(LAYERS, LAYERS)
@@ -197,14 +210,20 @@ def resolve(model: Any, label: str) -> None:
     try:
         counts = _counts(hf, label, base, layers) if model.params is None else None
         if model.params is not None:
-            one, two = (meta_counts(build_config(hf, label, n)) for n in (1, 2))
-            per_layer, fixed = two["params"] - one["params"], 2 * one["params"] - two["params"]
+            first = leading_layers(base) + 1  # the first layer count whose next layer is a repeating one
+            one, two = (meta_counts(build_config(hf, label, n)) for n in (first, first + 1))
+            per_layer, fixed = two["params"] - one["params"], one["params"] - first * (two["params"] - one["params"])
             layers = max(1, round((float(model.params) - fixed) / per_layer)) if per_layer > 0 else 1
             if layers > MAX_LAYERS:
                 raise UserError(f"{label}: model.params {float(model.params):g} needs {layers:,} layers of "
                                 f"this architecture (at most {MAX_LAYERS:,})")
-            counts = {"params": fixed + layers * per_layer, "empty": one["empty"],
-                      "tensors": 2 * one["tensors"] - two["tensors"] + layers * (two["tensors"] - one["tensors"])}
+            if layers < first:  # among the leading layers: each count built, the nearest taken
+                near = {n: meta_counts(build_config(hf, label, n)) for n in range(1, first)} | {first: one}
+                layers = min(near, key=lambda n: (abs(near[n]["params"] - float(model.params)), n))
+                counts = near[layers]
+            else:
+                counts = {"params": fixed + layers * per_layer, "empty": one["empty"],
+                          "tensors": one["tensors"] + (layers - first) * (two["tensors"] - one["tensors"])}
     except UserError:
         raise
     except Exception as e:  # a config transformers accepts but cannot build a model from
@@ -235,11 +254,12 @@ def _counts(hf: dict[str, Any], label: str, base: Any, layers: int) -> dict[str,
     layers when each layer adds the same (every architecture here); refused when they do not (one line)."""
     if layers <= WHOLE_BUILD_LAYERS:
         return meta_counts(base)
-    one, two, three = (meta_counts(build_config(hf, label, n)) for n in (1, 2, 3))
+    first = leading_layers(base) + 1  # past the leading layers unlike the rest (DeepSeek-V3's dense ones)
+    one, two, three = (meta_counts(build_config(hf, label, n)) for n in (first, first + 1, first + 2))
     if any(two[k] - one[k] != three[k] - two[k] for k in ("params", "tensors")):
         raise UserError(f"{label}: model.hf.{layers_key(base)}: {layers:,} layers of an architecture whose layers "
                         f"differ cannot be counted without building it (at most {WHOLE_BUILD_LAYERS} here)")
-    return {k: one[k] + (layers - 1) * (two[k] - one[k]) for k in ("params", "tensors")} | {"empty": one["empty"]}
+    return {k: one[k] + (layers - first) * (two[k] - one[k]) for k in ("params", "tensors")} | {"empty": one["empty"]}
 
 
 def worker_hf(model: Any) -> dict[str, Any]:

@@ -70,8 +70,10 @@ def layer_params(scen: Scenario) -> tuple[int, int]:
     m = scen.model
     if m.kind == "linear":
         return m.width * m.width + m.width, 0
-    one, two = (transformers(dict(m.hf or {}), scen.name, n).params for n in (1, 2))
-    return two - one, 2 * one - two
+    hf = dict(m.hf or {})
+    first = hfconfig.leading_layers(hfconfig.build_config(hf, scen.name)) + 1  # a repeating layer's size
+    one, two = (transformers(hf, scen.name, n).params for n in (first, first + 1))
+    return two - one, one - first * (two - one)
 
 
 def recorded(model: dict[str, object], layers: int | None, label: str, groups: object = None,

@@ -22,6 +22,7 @@ from .sizes import count as parse_count
 from .sizes import format_count
 
 LOAD_DTYPES = {"bf16": 2, "fp32": 4}
+FINAL_SAVES = ("model16", "checkpoint", "none")  # --final-save (module docstring)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class TrainerJob:
     load_given: bool
     trainable: float  # fraction of the parameters that train
     trainable_params: int
+    final_save: str = "model16"
+    final_save_given: bool = False
 
     @property
     def load_bytes(self) -> int:
@@ -65,7 +68,30 @@ class TrainerJob:
         out.append("all parameters train (--trainable 0.5% or a count for an adapter)" if self.trainable >= 1.0 else
                    f"{format_count(self.trainable_params)} parameters train ({self.trainable:.3%}): the optimizer's "
                    "fp32 master, gradients and Adam states hold those only (predicted)")
+        out.append(self.final_save_line(stage))
         return out
+
+    def final_save_line(self, stage: int) -> str:
+        """What the job's final save is, and the option that says otherwise."""
+        said = "as given" if self.final_save_given else \
+            "HF Trainer's save_model with the published ZeRO configs (HF's, LLaMA-Factory's, ms-swift's)"
+        if self.final_save == "model16":
+            what = ("the consolidated 16-bit model, gathered on rank 0 (stage3_gather_16bit_weights_on_model_save "
+                    "true)" if stage == 3 else "the consolidated 16-bit model, cloned to host on every rank "
+                    "(accelerate's get_state_dict)")
+            other = ("--final-save checkpoint when the config sets stage3_gather_16bit_weights_on_model_save false "
+                     "(DeepSpeed's default), none for no final save" if stage == 3 else
+                     "--final-save checkpoint for a job that saves with save_checkpoint alone, none for no final "
+                     "save")
+        elif self.final_save == "checkpoint":
+            what = ("DeepSpeed's save_checkpoint (stage3_gather_16bit_weights_on_model_save false: the Trainer "
+                    "saves the full checkpoint instead, no 16-bit model gathered)" if stage == 3 else
+                    "DeepSpeed's save_checkpoint alone (no 16-bit model cloned)")
+            other = "--final-save model16 for the consolidated 16-bit model, none for no final save"
+        else:
+            what = "none (the job saves no final model)"
+            other = "--final-save model16 or checkpoint for a job that saves"
+        return f"the final save: {what} ({said}; {other})"
 
 
 def parse_trainable(text: str | None, params: int) -> tuple[float, int]:
@@ -87,7 +113,7 @@ def parse_trainable(text: str | None, params: int) -> tuple[float, int]:
 
 
 def resolve(zero_init: bool | None, load_dtype: str | None, trainable: str | None, stage: int, kind: str,
-            params: int) -> TrainerJob:
+            params: int, final_save: str | None = None) -> TrainerJob:
     """The job's assumptions from the options (None: the trainer's default for this model and stage)."""
     if zero_init and stage != 3:
         raise UserError(f"--zero-init: deepspeed.zero.Init partitions the model at ZeRO stage 3 only (the target is "
@@ -97,8 +123,11 @@ def resolve(zero_init: bool | None, load_dtype: str | None, trainable: str | Non
     if load_dtype is not None and kind != "transformers":
         raise UserError(f"--load-dtype {load_dtype}: rssprobe builds its Linear stack in fp32; the load dtype is "
                         "a transformers model's (--model, --hf-config or a scenario of kind \"transformers\")")
+    if final_save is not None and final_save not in FINAL_SAVES:
+        raise UserError(f"--final-save {final_save}: one of {', '.join(FINAL_SAVES)}")
     fraction, count = parse_trainable(trainable, params)
     return TrainerJob(zero_init=(stage == 3 and kind == "transformers") if zero_init is None else zero_init,
                       zero_init_given=zero_init is not None,
                       load_dtype=load_dtype or ("bf16" if kind == "transformers" else "fp32"),
-                      load_given=load_dtype is not None, trainable=fraction, trainable_params=count)
+                      load_given=load_dtype is not None, trainable=fraction, trainable_params=count,
+                      final_save=final_save or "model16", final_save_given=final_save is not None)

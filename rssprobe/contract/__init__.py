@@ -21,13 +21,6 @@ rssprobe.contract.files import MANIFEST`), not from this package; one module per
 
 A field added to an event, or a new event kind, is declared here first (README: "The contract").
 
-The names below are the package's face for the one module that still reads `contract.NAME` (workflows/estimate,
-being split into a package as this is written). No new import goes through it (tests/test_contract_imports.py); it
-goes when that module names its submodules.
+The package has no face: every import names the module that owns the name (tests/test_contract_imports.py; the last
+modules reading `contract.NAME` named their submodules in issue 44's fifth round).
 """
-
-from .answers import DeepSpeedInfo
-from .exitcodes import EXIT_INTERRUPTED
-from .files import FORMAT_KEY, FORMAT_VERSION, format_of, too_new
-
-__all__ = ["EXIT_INTERRUPTED", "FORMAT_KEY", "FORMAT_VERSION", "DeepSpeedInfo", "format_of", "too_new"]

@@ -32,7 +32,7 @@ VERSION_ANSWER = "RSSPROBE-VERSION "
 
 
 class DeepSpeedInfo(TypedDict):
-    """What the worker's DeepSpeed says for an estimate (rssprobe.worker.dsinfo; workflows/estimate.py reads it)."""
+    """What the worker's DeepSpeed says for an estimate (rssprobe.worker.dsinfo; workflows/estimate reads it)."""
 
     torch: str
     deepspeed: str

@@ -1,4 +1,4 @@
-"""An estimate (workflows/estimate.py's dict) -> the answer, then the evidence, most important first, and the
+"""An estimate (workflows/estimate's dict) -> the answer, then the evidence, most important first, and the
 provision line last; nothing computed here but units."""
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ UNITS = (("GiB", 2**30), ("MiB", 2**20))
 
 ROWS = (  # (key of the rank/node views, label, where its number comes from)
     ("steady_rss", "steady RSS", "calibration + shapes"),
-    ("peak_rss", "peak RSS (step, initialize, checkpoint save or load)", "calibration + shapes"),
+    ("peak_rss", "peak RSS (step, initialize, the load or a save)", "calibration + shapes"),
     ("initialize_peak", "peak during deepspeed.initialize", "calibration + shapes"),
     ("initialize_model_copy", "  the whole model, before partitioning", "calibration"),
     ("initialize_state", "  buffers after initialize + its transients", "calibration + shapes"),
     ("step_peak", "peak of a training step", "calibration + shapes"),
-    ("checkpoint_save", "peak of a checkpoint save", "calibration + shapes"),
+    ("checkpoint_save", "peak of a checkpoint save (DeepSpeed save_checkpoint)", "calibration + shapes"),
+    ("model_save", "peak of the final save (as the assumptions say)", "calibration + shapes"),
+    ("model_save_state_dict", "  the consolidated 16-bit state dicts", "shapes"),
     ("checkpoint_load", "peak of the checkpoint load (from_pretrained)", "calibration"),
     ("pinned_slack", "pinned-block slack (CUDA)", "torch's rule"),
     ("fixed", "fixed cost per process, above the baseline", "calibration"),
@@ -50,13 +52,13 @@ def phase_table(data: Estimate, u: Unit) -> Table:
     ram = data["node_ram"]
     t = Table(f"Does it fit: the node, phase by phase ({u.name})" + (
         f", against {u(ram['bytes'])} {u.name} ({ram['from']})" if ram["bytes"] is not None else ""),
-        ["phase", "node estimate", "upper 95%", "fits"])
+        ["phase", "node estimate", "upper 95%", "fits", "from"])
     for r in data["phases"]:
         if not r["measured"]:
-            t.rows.append([r["phase"], NA, NA, r["why"]])
+            t.rows.append([r["phase"], NA, NA, r["why"], ""])
             continue
         t.rows.append([r["phase"], u(r["bytes"]), u(r["upper_bytes"]) if r["interval"] else "no interval",
-                       r["verdict"] or "no RAM given (--node-ram)"])
+                       r["verdict"] or "no RAM given (--node-ram)", r.get("from", "")])
     lock = data.get("lock")
     if lock:
         t.note = (f"pinned memory per rank {u(lock['pinned_rank_bytes'])} {u.name} against the lock limit "

@@ -8,9 +8,9 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from ..analysis import estimate as arithmetic
-from ..analysis import provision
-from ..analysis.calibration import Calibration
+from ...analysis import estimate as arithmetic
+from ...analysis import provision, savephase
+from ...analysis.calibration import Calibration
 
 # the options that are one of a pair: giving one drops the other from the command line
 PAIRS = {"--zero-init": "--no-zero-init", "--no-zero-init": "--zero-init",
@@ -82,7 +82,7 @@ def other_way(target: arithmetic.Target, cal: Calibration, ram: int | None, load
     """The same estimate with zero.Init the other way (ZeRO-3 only): its initialize peak, provision and verdict."""
     other = replace(target, zero_init=not target.zero_init)
     out = arithmetic.estimate(other, cal)
-    rows = provision.phases(out["node"], ram)
+    rows = savephase.final_rows(provision.phases(out["node"], ram), other)
     prov = provision.provision(rows)
     init = next(r for r in rows if r["key"] == "initialize_peak")
     how = ("with zero.Init (each rank builds or loads only its partition)" if other.zero_init else

@@ -1,0 +1,279 @@
+"""The checkpoint load and the saves of a target, from a small CPU calibration that loads and saves, carried to the
+target's accelerator by a stated rule (issue 41 item 3). Pure arithmetic.
+
+Field jobs run out of host RAM while they load and while they save (ms-swift #6473 and #8193, LLaMA-Factory #9258),
+and a calibration measured on a GPU (the packaged H200 sweep) neither loads nor saves. These phases are measured in a
+CPU sweep of a transformers model that loads its checkpoint with from_pretrained (bf16 on disk, loaded in bf16, as
+Trainer jobs load) and, after its last step, saves twice (worker/saves.py): DeepSpeed's save_checkpoint and the
+consolidated 16-bit model as the Trainer's save_model gets it (accelerate's get_state_dict), written by rank 0.
+Each figure is per rank, above something the target's own estimate has:
+
+* checkpoint load: the load's exact peak above the pre-model baseline, fitted against the parameters loaded (the
+  model's bytes in the calibration's load dtype). Carried: from_pretrained builds the model in host memory before
+  deepspeed.initialize moves it (the Trainer passes no device_map), so the load above the baseline is host-side and
+  identical on CUDA; the baseline is the target calibration's. Without zero.Init every rank loads the whole model;
+  under zero.Init (ZeRO-3) each rank keeps its partition: the same line at the partition's parameters (predicted:
+  not calibrated under zero.Init). A load in fp32 is the line at twice the bf16 bytes. Every rank at its peak at
+  once: the node is the ranks' sum.
+* checkpoint save (DeepSpeed's save_checkpoint): each rank serializes its optimizer partition (fp32 master, Adam's
+  states: host memory with the optimizer offloaded, identical on CUDA) and rank 0 the module's states. Its peak
+  above the RSS at entry is fitted against the rank's partition; on CUDA rank 0's module states are device tensors,
+  which torch.save copies to the host one storage at a time: the largest tensor's 16-bit bytes more on rank 0
+  (predicted).
+* final model save (the consolidated 16-bit model, the Trainer's save_model): the state dict is the whole model's
+  16-bit bytes on every rank below ZeRO-3 (clone_tensors_for_torch_save on every rank) and on rank 0 alone at
+  ZeRO-3 (_zero3_consolidated_16bit_state_dict). Those bytes are exact from the shapes (the calibration's measured
+  state dict checks them). On CUDA they are a device-to-host copy of the 16-bit weights (`.to("cpu")`), the same
+  host bytes as the CPU clone: predicted. The writing rank's transient (the peak above the RSS at entry, less the
+  state dict: serializing the file) is fitted against the model's parameters and is host-side, identical on CUDA;
+  it was measured writing one safetensors file (save_pretrained's sharded write serializes a shard at a time: an
+  upper side for it).
+
+What the final save is follows the job (config/trainerjob.py, `--final-save`): the consolidated 16-bit model
+(above), DeepSpeed's save_checkpoint (ZeRO-3 with stage3_gather_16bit_weights_on_model_save false: the Trainer's
+save_model then saves the full checkpoint, the checkpoint save's figure), or none (no final-save phase).
+
+A save's peak is the rank's steady RSS (the estimate's, of the target) plus what the save adds; the node sums every
+rank at its save's top at once (the holders' state dicts are built together; an upper side for the writer's
+transient, which follows). The calibration runs with glibc's mmap threshold fixed (64 KiB): a target's tensors are
+far above glibc's largest dynamic threshold (32 MiB), so each clone gets fresh pages as there, where a small model's
+clone under the dynamic threshold reuses memory glibc kept free and shows less (measured: reports/estimate.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..config.modelshape import Shape
+from ..errors import UserError
+from . import partition, stats
+from .term import Term, fitted
+
+PACKED = "rssprobe-save-load-calibration"
+PACKED_FORMAT = 1
+PACKAGED = ("rssprobe.data", "calibrations", "cpu-save-load.json")
+SAVE_CHECKPOINT, MODEL_16BIT = "save_checkpoint", "model_16bit"  # the worker's save kinds (contract.SAVE_KINDS)
+# the terms this module adds to an estimate (analysis/estimate.py FIELDS, PHASES)
+TERMS = ("checkpoint_load", "checkpoint_save", "model_save")
+
+
+@dataclass(frozen=True)
+class PhasePoint:
+    """One calibration run's load and saves (rank 0, bytes)."""
+
+    run: str
+    params: int
+    partition: int  # rank 0's partition (parameters)
+    baseline: int  # RSS before the model (imports, process group, ops)
+    load_peak: int  # the load's exact peak (absolute)
+    load_bytes: int  # bytes per parameter the model was loaded in (2: bf16)
+    save_checkpoint: int  # save_checkpoint's peak above its entry RSS
+    model_16bit: int  # the consolidated save's peak above its entry RSS
+    state_dict: int  # the consolidated state dict's bytes on rank 0 (exact: storages)
+
+
+@dataclass
+class Phases:
+    """The load/save calibration: its points and what they were measured with."""
+
+    points: list[PhasePoint]
+    versions: dict[str, Any]
+    scenario: str
+    malloc_env: dict[str, str]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{n / 1e6:.1f} M" for n in sorted({p.params for p in self.points}))
+        v = self.versions
+        return (f"the packaged CPU save/load calibration ({self.scenario}, {len(self.points)} runs at {sizes}, "
+                f"torch {v.get('torch')}, DeepSpeed {v.get('deepspeed')}, {self.provenance.get('date', '?')})")
+
+
+def point(s: Any) -> PhasePoint | str:
+    """A run's (analysis.summary.Summary) load and save figures, or why it has none."""
+    load = (s.by_kind.get("load") or [None])[0]
+    saves = {e["save"]: e for e in s.by_kind.get("save", [])}
+    if s.baseline is None or load is None or not s.params or {SAVE_CHECKPOINT, MODEL_16BIT} - set(saves):
+        return "no baseline, load, or save_checkpoint and model_16bit saves"
+    held = saves[MODEL_16BIT].get("state_dict_bytes")
+    if not held:
+        return "its consolidated save built no state dict on rank 0"
+    return PhasePoint(run=str(s.run.path), params=int(s.params), partition=int(s.partition_params or s.params),
+                      baseline=int(s.baseline["rss"]), load_peak=int(load["peak"]),
+                      load_bytes=round(int(load["whole_bytes"]) / int(s.params)),
+                      save_checkpoint=int(saves[SAVE_CHECKPOINT]["peak"] - saves[SAVE_CHECKPOINT]["entry_rss"]),
+                      model_16bit=int(saves[MODEL_16BIT]["peak"] - saves[MODEL_16BIT]["entry_rss"]),
+                      state_dict=int(held))
+
+
+def fits(ph: Phases) -> dict[str, stats.ProportionalFit]:
+    """Each measured figure against what it grows with (module docstring)."""
+    pts = ph.points
+    return {"checkpoint_load": stats.proportional_fit([float(p.params) for p in pts],
+                                                      [float(p.load_peak - p.baseline) for p in pts]),
+            "checkpoint_save": stats.proportional_fit([float(p.partition) for p in pts],
+                                                      [float(p.save_checkpoint) for p in pts]),
+            "model_save": stats.proportional_fit([float(p.params) for p in pts],
+                                                 [float(p.model_16bit - p.state_dict) for p in pts])}
+
+
+def holders(zero: partition.Zero, k: int) -> int:
+    """Ranks of k (rank 0's node) that hold the consolidated 16-bit state dict: all below ZeRO-3, rank 0 at 3."""
+    return 1 if zero.stage == 3 else k
+
+
+def state_dict_bytes(shape: Shape, zero: partition.Zero) -> int:
+    """The consolidated 16-bit state dict of one holder: the whole model's parameters in the training precision."""
+    return shape.params * zero.element_bytes
+
+
+def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[str, stats.ProportionalFit] | None
+          = None) -> dict[str, Term]:
+    """k ranks' figures: the load, DeepSpeed's checkpoint save, the final model save, and
+    the consolidated state dict alone (exact). `steady`: the target's steady Term of k ranks; `base`: k times the
+    target calibration's lowest baseline (every figure's floor)."""
+    f = f or fits(ph)
+    shape, zero = target.shape, target.zero
+    cal_bytes = max(1, round(sum(p.load_bytes for p in ph.points) / len(ph.points)))
+    loaded = partition.partition_params(shape, zero) if target.zero_init and zero.stage == 3 else shape.params
+    load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
+    cuda = zero.accelerator != "cpu"
+    d2h_module = Term.exact(shape.largest_tensor * zero.element_bytes if cuda else 0)
+    save = steady + fitted(f["checkpoint_save"], partition.partition_params(shape, zero), k, 0.0) + d2h_module
+    out = {"checkpoint_load": load, "checkpoint_save": save}
+    final = getattr(target, "final_save", "model16")
+    if final == "model16":
+        held = Term.exact(holders(zero, k) * state_dict_bytes(shape, zero))
+        write = fitted(f["model_save"], shape.params, 1, 0.0)  # the writing rank alone
+        out.update(model_save=steady + held + write, model_save_state_dict=held)
+    elif final == "checkpoint":  # save_model calls the engine's save_checkpoint: the checkpoint save again
+        out["model_save"] = save
+    return out
+
+
+def final_rows(rows: list[dict[str, Any]], target: Any) -> list[dict[str, Any]]:
+    """The phase rows as the job's final save makes them: no final-save row for a job that saves none; the row
+    named for DeepSpeed's checkpoint when that is the final save."""
+    final = getattr(target, "final_save", "model16")
+    if final == "none":
+        return [r for r in rows if r["key"] != "model_save"]
+    if final == "checkpoint":
+        for r in rows:
+            if r["key"] == "model_save":
+                r["phase"] = "final save (save_checkpoint)"
+    return rows
+
+
+def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
+    """(measured, predicted): where each term of the load and the saves comes from, and the rule that carries it."""
+    on, zero = ph.describe(), target.zero
+    cuda = zero.accelerator != "cpu"
+    measured = {"checkpoint_load": f"{on}: from_pretrained's peak above the baseline, per parameter loaded; host-side"
+                                   + (" (identical on CUDA: the model is built in host memory before "
+                                      "deepspeed.initialize moves it)" if cuda else ""),
+                "checkpoint_save": f"{on}: save_checkpoint's peak above its entry, per parameter of the partition "
+                                   "(the optimizer's partition serialized from host memory"
+                                   + (": identical on CUDA with the optimizer offloaded)" if cuda else ")"),
+                "model_save_write": f"{on}: the writing rank's transient (the consolidated save's peak above its "
+                                    "entry, less its state dict), per parameter; one safetensors file (an upper "
+                                    "side for save_pretrained's shards)"}
+    who = "rank 0 (ZeRO-3: _zero3_consolidated_16bit_state_dict)" if zero.stage == 3 else \
+        "every rank (below ZeRO-3: clone_tensors_for_torch_save on each)"
+    final = getattr(target, "final_save", "model16")
+    predicted = {"model_save_state_dict": f"the whole model's 16-bit bytes ({zero.element_bytes} B/param) on {who}"
+                 + (", copied device-to-host (predicted for CUDA: the CPU clone's host bytes)" if cuda else
+                    ": exact, the calibration's measured state dicts agree")} if final == "model16" else {}
+    if final == "checkpoint":
+        measured.pop("model_save_write")
+        measured["model_save"] = ("the final save is DeepSpeed's save_checkpoint (--final-save checkpoint): the "
+                                  "checkpoint save's figure, no 16-bit model gathered or cloned")
+    elif final == "none":
+        measured.pop("model_save_write")
+    if cuda:
+        predicted["checkpoint_save_module"] = ("rank 0's module states copied device-to-host one storage at a time "
+                                               "by torch.save: the largest tensor's 16-bit bytes")
+    if target.zero_init and zero.stage == 3:
+        predicted["checkpoint_load"] = ("under zero.Init each rank keeps its partition: the measured load line at "
+                                        "the partition's parameters (not calibrated under zero.Init)")
+    if target.load_bytes != round(sum(p.load_bytes for p in ph.points) / len(ph.points)):
+        predicted["checkpoint_load_dtype"] = (f"loaded at {target.load_bytes} B/param: the measured line at "
+                                              f"{target.load_bytes} / {ph.points[0].load_bytes} of the parameters")
+    return measured, predicted
+
+
+# ---- the packed form --------------------------------------------------------------------------------------------
+
+def packaged() -> Path:
+    """rssprobe/data/calibrations/cpu-save-load.json, the CPU save/load calibration rssprobe ships."""
+    return Path(str(resources.files(PACKAGED[0]).joinpath(*PACKAGED[1:])))
+
+
+def pack(ph: Phases) -> dict[str, Any]:
+    return {"kind": PACKED, "format": PACKED_FORMAT, "provenance": ph.provenance, "versions": ph.versions,
+            "scenario": ph.scenario, "malloc_env": ph.malloc_env, "points": [asdict(p) for p in ph.points]}
+
+
+def unpack(data: dict[str, Any], path: Path) -> Phases:
+    """A packed save/load calibration; UserError (one line) when it is not one or is damaged."""
+    if data.get("kind") != PACKED or not isinstance(data.get("format"), int) or data["format"] > PACKED_FORMAT:
+        raise UserError(f"{path}: not a packed save/load calibration (kind {data.get('kind')!r})")
+    try:
+        points = [_point(p) for p in data["points"]]
+        out = Phases(points, dict(data["versions"]), str(data["scenario"]),
+                     {str(k): str(v) for k, v in dict(data["malloc_env"]).items()}, dict(data.get("provenance") or {}))
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{path}: damaged save/load calibration ({type(e).__name__}: {e})") from None
+    if len({p.params for p in points}) < 2:
+        raise UserError(f"{path}: a save/load calibration needs runs at 2 sizes or more")
+    return out
+
+
+def _point(p: dict[str, Any]) -> PhasePoint:
+    counts = {name: _count(p[name]) for name in PhasePoint.__dataclass_fields__ if name != "run"}
+    return PhasePoint(run=str(p["run"]), **counts)
+
+
+def _count(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{v!r} is not a count")
+    return v
+
+
+def load(path: Path | None = None) -> Phases:
+    """The packaged save/load calibration (or the one at `path`)."""
+    where = path or packaged()
+    try:
+        data = json.loads(where.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{where}: unreadable save/load calibration ({e})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: not a packed save/load calibration")
+    return unpack(data, where)
+
+
+def dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, indent=1) + "\n"
+
+
+def sources(target: Any, cal: Any) -> dict[str, str]:
+    """Phase key (analysis/estimate.PHASES) -> where its figure comes from, in a few words (the phase table's
+    column): the target's calibration, or the save/load calibration and the rule that carries it."""
+    cuda, zero = target.zero.accelerator != "cpu", target.zero
+    own = "calibration" + (" (GPU)" if cuda else "") + " + shapes"
+    out = {key: own for key in ("initialize_peak", "steady", "step_peak")}
+    have_load = bool(cal.points) and all(p.load_peak is not None for p in cal.points)
+    have_save = bool(cal.points) and all(p.checkpoint_peak is not None for p in cal.points)
+    out["checkpoint_load"] = "calibration" if have_load else \
+        "predicted: CPU load line at the partition (zero.Init)" if target.zero_init and zero.stage == 3 else \
+        "measured on CPU, host-side: same on CUDA" if cuda else "measured (CPU save/load calibration)"
+    out["checkpoint_save"] = own if have_save else \
+        "measured on CPU + predicted device-to-host copy" if cuda else "measured (CPU save/load calibration)"
+    out["model_save"] = "predicted: 16-bit weights device-to-host + measured write" if cuda else \
+        "exact state dict + measured write"
+    if getattr(target, "final_save", "model16") == "checkpoint":
+        out["model_save"] = out["checkpoint_save"]
+    return out
