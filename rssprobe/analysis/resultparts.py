@@ -482,15 +482,10 @@ class EstimateTarget(TypedDict, total=False):
     torch_alloc_conf: str | None
 
 
-class EstimatePhase(TypedDict, total=False):
-    phase: str
-    key: str
-    measured: bool
-    why: str
-    bytes: float
-    upper_bytes: float
-    interval: bool
-    verdict: str | None
+# `from` (where the phase's figure comes from: analysis/savephase.sources) is a keyword: the functional form
+EstimatePhase = TypedDict("EstimatePhase", {
+    "phase": str, "key": str, "measured": bool, "why": str, "bytes": float, "upper_bytes": float, "interval": bool,
+    "verdict": str | None, "from": str | None}, total=False)
 
 
 class Provision(TypedDict, total=False):
@@ -498,6 +493,7 @@ class Provision(TypedDict, total=False):
     phase: str
     interval: bool
     line: str
+    predicted: bool  # the highest phase's figure is a prediction for CUDA (a GPU target's final 16-bit save)
 
 
 # `from` is a keyword: the functional form
@@ -665,6 +661,14 @@ class _EstimateFigures(TypedDict, total=False):
     checkpoint_save_bytes_low: float | None
     checkpoint_save_bytes_high: float | None
     checkpoint_save_bytes_floor: float | None
+    model_save_bytes: float
+    model_save_bytes_low: float | None
+    model_save_bytes_high: float | None
+    model_save_bytes_floor: float | None
+    model_save_state_dict_bytes: float
+    model_save_state_dict_bytes_low: float | None
+    model_save_state_dict_bytes_high: float | None
+    model_save_state_dict_bytes_floor: float | None
     checkpoint_load_bytes: float
     checkpoint_load_bytes_low: float | None
     checkpoint_load_bytes_high: float | None
