@@ -335,9 +335,12 @@ def test_a_rank_summary_reads_each_rank_once(original: Path, tmp_path: Path, mon
     assert len(data["ranks"]) == 64 and sorted(reads) == list(range(64))
 
 
-def test_a_model_at_the_layer_bound_is_sized_without_building_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_at_the_layer_bound_is_sized_without_building_it(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
     """num_hidden_layers = 100,000 (the bound): sized from meta models of 1, 2 and 3 layers (a layer of the model
-    built on the meta device costs ~10-15 ms here: the whole one took minutes before any answer)."""
+    built on the meta device costs ~10-15 ms here: the whole one took minutes before any answer). An empty cache
+    root: what an earlier run kept (config/shapecache.py) would be read instead of built."""
+    monkeypatch.setenv("RSSPROBE_CACHE", str(tmp_path / "cache"))
     built: list[int] = []
     real = hfconfig.meta_model
 

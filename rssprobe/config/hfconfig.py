@@ -15,10 +15,12 @@ import functools
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from . import shapecache
 
 # Keys every config accepts that no config lists in to_dict (PretrainedConfig's own keyword arguments)
 COMMON_KEYS = frozenset({"model_type", "dtype", "torch_dtype", "attn_implementation", "tie_word_embeddings"})
@@ -116,32 +118,52 @@ def with_layers(hf: dict[str, Any], config_class: Any, layers: int) -> dict[str,
     return {**out, key: layers}
 
 
+@dataclass(frozen=True)
+class Keys:
+    """What a model type's config takes: its class's name and keys (_known_keys)."""
+
+    name: str
+    keys: frozenset[str]
+
+
+def config_keys(model_type: str, where: str) -> Keys:
+    """The keys of a model type with a causal LM in the installed transformers: kept (config/shapecache.py), so
+    that a bad key is refused before transformers is imported; UserError for a type it lacks or with no causal LM."""
+    kept = shapecache.get("keys", model_type)
+    if isinstance(kept, dict) and isinstance(kept.get("keys"), list) and isinstance(kept.get("name"), str):
+        return Keys(kept["name"], frozenset(kept["keys"]))
+    tf = _transformers()
+    if model_type not in tf.CONFIG_MAPPING:
+        close = difflib.get_close_matches(model_type, list(tf.CONFIG_MAPPING.keys()), n=4)
+        raise UserError(f"{where}: unknown model type {model_type!r} in transformers {tf.__version__}"
+                        + (f" (close: {', '.join(close)})" if close else ""))
+    if tf.CONFIG_MAPPING[model_type] not in tf.MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise UserError(f"{where}: {model_type!r} has no causal language model in transformers "
+                        "(AutoModelForCausalLM)")
+    got = Keys(tf.CONFIG_MAPPING[model_type].__name__, _known_keys(model_type))
+    shapecache.put("keys", model_type, {"name": got.name, "keys": sorted(got.keys)})
+    return got
+
+
 def build_config(hf: dict[str, Any], label: str, layers: int | None = None) -> Any:
     """The transformers config of [model.hf] (with `layers` decoder layers, when given); a UserError naming
     the key otherwise."""
-    tf = _transformers()
     where = f"{label}: model.hf"
     kwargs = dict(hf)
     model_type = kwargs.pop("model_type", None)
     if not isinstance(model_type, str):
         raise UserError(f"{where}.model_type: required, a transformers model type such as \"llama\" or \"gpt2\"")
-    if model_type not in tf.CONFIG_MAPPING:
-        close = difflib.get_close_matches(model_type, list(tf.CONFIG_MAPPING.keys()), n=4)
-        raise UserError(f"{where}.model_type: unknown model type {model_type!r} in transformers {tf.__version__}"
-                        + (f" (close: {', '.join(close)})" if close else ""))
-    if tf.CONFIG_MAPPING[model_type] not in tf.MODEL_FOR_CAUSAL_LM_MAPPING:
-        raise UserError(f"{where}.model_type: {model_type!r} has no causal language model in transformers "
-                        "(AutoModelForCausalLM)")
-    known = _known_keys(model_type)
-    for key, value in kwargs.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=3)
-            raise UserError(f"{where}.{key}: not a setting of {tf.CONFIG_MAPPING[model_type].__name__}"
+    known = config_keys(model_type, f"{where}.model_type")
+    for key, value in kwargs.items():  # before transformers is imported, when its keys are kept (config_keys)
+        if key not in known.keys:
+            close = difflib.get_close_matches(key, sorted(known.keys), n=3)
+            raise UserError(f"{where}.{key}: not a setting of {known.name}"
                             + (f" (close: {', '.join(close)})" if close else ""))
         if isinstance(value, float) and not math.isfinite(value):
             raise UserError(f"{where}.{key}: {value} is not a finite number")
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise UserError(f"{where}.{key}: {value} is negative")
+    tf = _transformers()
     if layers is not None:
         kwargs = with_layers(kwargs, tf.CONFIG_MAPPING[model_type], layers)
     try:
@@ -202,6 +224,11 @@ def resolve(model: Any, label: str) -> None:
     """Check [model.hf] and fill model._resolved: the layer count (from model.params when given), the
     unique parameters and parameter tensors of the model the worker will build."""
     hf = dict(model.hf or {})
+    question = {"hf": hf, "params": None if model.params is None else float(model.params)}
+    kept = shapecache.get("resolved", question)
+    if isinstance(kept, dict) and set(kept) == {"layers", "params", "tensors", "hidden", "vocab"}:
+        model._resolved = kept  # transformers accepted this config before and built these counts
+        return
     base = build_config(hf, label)
     key = layers_key(base)
     layers = int(getattr(base, key))
@@ -237,6 +264,7 @@ def resolve(model: Any, label: str) -> None:
     model._resolved = {"layers": layers, "params": counts["params"], "tensors": counts["tensors"],
                        # what the activations' lower bound needs (run/preflight.check_memory)
                        "hidden": _dimension(base, "hidden_size"), "vocab": _dimension(base, "vocab_size")}
+    shapecache.put("resolved", question, model._resolved)
 
 
 def _dimension(config: Any, key: str) -> int:

@@ -74,10 +74,7 @@ def from_config_json(path: Path) -> tuple[dict[str, Any], list[str]]:
     data = reader.read_json_object(path, "Hugging Face config.json")
     hfnames.check(data, str(path))
     model_type = data["model_type"]
-    tf = hfconfig._transformers()
-    if model_type not in tf.CONFIG_MAPPING:
-        raise UserError(f"{path}: model_type {model_type!r} is not one transformers {tf.__version__} knows")
-    known = hfconfig._known_keys(model_type)
+    known = hfconfig.config_keys(model_type, f"{path}: model_type").keys  # kept: no transformers import
     # None is "the default" in a config.json (and has no TOML form); a nested config is refused above
     kept = {k: v for k, v in data.items() if k in known and k not in METADATA and v is not None
             and not isinstance(v, dict)}

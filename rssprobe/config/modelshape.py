@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UserError
-from . import hfconfig
+from . import hfconfig, shapecache
 from .scenario import Model, Scenario
 
 
@@ -48,10 +48,16 @@ def linear(layers: int, width: int, param_groups: int) -> Shape:
 
 
 def transformers(hf: dict[str, object], label: str, layers: int) -> Shape:
-    """A transformers model of `layers` decoder layers, built on the meta device."""
+    """A transformers model of `layers` decoder layers, built on the meta device (or as it was built before:
+    config/shapecache.py)."""
+    question = {"hf": hf, "layers": layers}
+    kept = shapecache.get("shape", question)
+    if isinstance(kept, dict) and isinstance(kept.get("numels"), list) and isinstance(kept.get("largest"), int):
+        return Shape((tuple(kept["numels"]),), kept["largest"], layers)
     model = hfconfig.meta_model(hfconfig.build_config(hf, label, layers))
     numels = tuple(p.numel() for p in model.parameters())  # unique: a tied weight once
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    shapecache.put("shape", question, {"numels": list(numels), "largest": largest})
     return Shape((numels,), largest, layers)
 
 
@@ -71,8 +77,12 @@ def layer_params(scen: Scenario) -> tuple[int, int]:
     if m.kind == "linear":
         return m.width * m.width + m.width, 0
     hf = dict(m.hf or {})
+    kept = shapecache.get("layer_params", hf)
+    if isinstance(kept, list) and len(kept) == 2 and all(isinstance(n, int) for n in kept):
+        return kept[0], kept[1]
     first = hfconfig.leading_layers(hfconfig.build_config(hf, scen.name)) + 1  # a repeating layer's size
     one, two = (transformers(hf, scen.name, n).params for n in (first, first + 1))
+    shapecache.put("layer_params", hf, [two - one, one - first * (two - one)])
     return two - one, one - first * (two - one)
 
 
