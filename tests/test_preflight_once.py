@@ -18,9 +18,6 @@ from rssprobe.run import preflight, request
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "rssprobe"
-# est-pkg splits this module into a package this round (either form is let through until then); its two calls (the
-# patch pair, the alloc conf) move to run/request with it
-NOT_YET = "rssprobe/workflows/estimate"
 
 
 def _preflight_calls(path: Path) -> list[int]:
@@ -34,7 +31,7 @@ def test_only_the_run_seam_calls_the_preflight_checks() -> None:
     run/preflight.py; nothing above them does."""
     callers = {str(p.relative_to(ROOT)): lines for p in sorted(PACKAGE.rglob("*.py"))
                if (lines := _preflight_calls(p))}
-    assert {c for c in callers if not c.startswith(NOT_YET)} == {"rssprobe/run/request.py", "rssprobe/run/launch.py"}, \
+    assert set(callers) == {"rssprobe/run/request.py", "rssprobe/run/launch.py"}, \
         callers
 
 

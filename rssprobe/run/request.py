@@ -90,6 +90,14 @@ def check_scenarios(scens: Iterable[Scenario], where: Path | None = None,
             preflight.check_alloc_conf_for(scen.torch_alloc_conf, versions, python)
 
 
+def check_asked(patches: Iterable[str], torch_alloc_conf: str | None, python: str) -> None:
+    """What `run` refuses of a request before anything else, for a command that asks it of its own (estimate, whose
+    calibration is a campaign of its own: check_scenarios and check_all run there): two interventions that replace
+    one another, and the torch allocator setting as `python`'s torch reads it."""
+    preflight.check_patch_pair(list(patches))
+    preflight.check_alloc_conf(torch_alloc_conf, python)
+
+
 def check_all(cells: Iterable[Planned | launch.RunRequest], libraries: bool = True) -> None:
     """The per-run preflight of every cell, each distinct configuration once, before the first cell runs: one line
     (UserError) for the first that would be refused, before any directory or worker. `libraries` False: an

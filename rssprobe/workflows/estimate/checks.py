@@ -17,7 +17,6 @@ from ...config import modelshape, patchsets, torch_alloc_conf
 from ...config.scenario import Scenario
 from ...contract.interventions import PIN_REGISTER, parse
 from ...errors import UserError
-from ...run import preflight
 from .plan import Plan, calibration_plan
 from .request import Question, Request
 from .terms import rule
@@ -42,7 +41,6 @@ def check(req: Request, q: Question, scen: Scenario, shape: modelshape.Shape,
     ranks = q.ranks
     asked = list(req.options.patches)
     patchsets.resolve(scen, False, False, asked)  # an unknown intervention is refused as `run` refuses it
-    preflight.check_patch_pair(asked)  # and two that replace one another, as `run` refuses them
     patches = [p for p in asked if parse(p)[0] != PIN_REGISTER]
     why = partition.refusal(shape, partition.zero_of(scen.zero.model_dump(), ELEMENT_BYTES[scen.precision],
                                                      ranks * req.nodes, q.accelerator, {}))

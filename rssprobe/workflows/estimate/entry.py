@@ -16,7 +16,8 @@ from ...config import scenario, trainerjob
 from ...contract.files import FORMAT_KEY, FORMAT_VERSION
 from ...contract.interventions import PIN_REGISTER
 from ...log import say
-from ...run import dsinfo, memlimits, preflight
+from ...run import dsinfo, memlimits
+from ...run import request as run_request
 from ...run.envs import resolve_python
 from . import job as estimate_job
 from .calibrate import calibrate
@@ -39,7 +40,8 @@ def run(req: Request) -> Estimate:
     checked = check(req, q, scen, shape, read)
     plan = checked.plan
     python, _env = resolve_python(req.options.env_ref, req.options.python, log=say)
-    preflight.check_alloc_conf(req.spec.torch_alloc_conf, python)  # a misspelt key or a bad value, as `run` refuses it
+    # two interventions that replace one another, a misspelt allocator key or a bad value: refused as `run` does
+    run_request.check_asked(req.options.patches, req.spec.torch_alloc_conf, python)
     info = dsinfo.ask(python, {"params": shape.params, "largest_layer": shape.largest_layer, "ranks_per_node": ranks,
                                "nodes": req.nodes, "stage": scen.zero.stage,
                                "offload_param": scen.zero.offload_param is not None})

@@ -15,6 +15,7 @@ from ...config.scenario import Scenario
 from ...config.sizes import format_count
 from ...contract.answers import DeepSpeedInfo
 from ...contract.interventions import PIN_REGISTER
+from ...contract.workerscenario import DEFAULT_ZERO_STAGE
 from ...errors import UserError
 from ...run import memlimits
 from .plan import CALIBRATION_STEPS, REPEAT_GLIBC, Plan
@@ -104,9 +105,9 @@ def calibration_notes(req: Request, q: Question, plan: Plan | None, cal: calib.C
     """What the calibration does not cover for this target: another scenario or stage (a proxy), a world size
     replaced, several ranks from one, a target beyond (or far beyond) the calibrated sizes."""
     notes = []
-    cal_zero = cal.scenario.get("zero") or {}
-    if cal.scenario.get("name") != scen.name or cal_zero.get("stage", 2) != scen.zero.stage:
-        notes.append(f"calibrated on {cal.scenario.get('name')} at ZeRO-{cal_zero.get('stage', 2)}"
+    cal_stage = (cal.scenario.get("zero") or {}).get("stage", DEFAULT_ZERO_STAGE)
+    if cal.scenario.get("name") != scen.name or cal_stage != scen.zero.stage:
+        notes.append(f"calibrated on {cal.scenario.get('name')} at ZeRO-{cal_stage}"
                      + (" (a proxy: one layer of the target is too large to calibrate here)" if plan and plan.proxy
                         else "") + f", the target is {scen.name} at ZeRO-{scen.zero.stage}: the fitted terms are "
                      "the calibration's")
