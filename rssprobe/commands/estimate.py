@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..config import knownmodels
-from ..reporters import estimateviews
+from ..reporters import estimateviews, output
 from ..workflows import estimate
 from . import common_args
 
@@ -94,4 +94,4 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
         torch_alloc_conf=torch_alloc_conf, calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
         trainable=trainable))
-    estimateviews.show(data, fmt)
+    output.render(fmt, estimateviews.show(data, fmt))
