@@ -29,9 +29,11 @@ class ResultKind:
 
     name: str
     declared: str  # its TypedDict in rssprobe/analysis/results.py (held to real outputs by tests/test_results.py)
-    view: str | None = None  # "module:function(data, fmt, **options)" of reporters/ that shows it; None: nested only
-    options: tuple[str, ...] = ()  # which of show's options (all_sites, log_tail, show_all) its view takes
-    gate_view: str | None = None  # "module:function(data, fmt, show_all) -> markdown" when `gate` decides on it
+    # "module:function(data, fmt, **options) -> View" of reporters/ that shows it (reporters/view.py; rendered in
+    # each format by reporters/output.py); None: nested only
+    view: str | None = None
+    options: tuple[str, ...] = ()  # which of show's options (all_sites, log_tail) its view takes
+    gate_view: str | None = None  # "module:function(data, fmt) -> View" when `gate` decides on it
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,14 @@ class CampaignKind:
 
 
 RESULTS: tuple[ResultKind, ...] = (
-    ResultKind("run", "RunSummary", "rssprobe.reporters.show:run", ("all_sites", "log_tail", "show_all")),
+    ResultKind("run", "RunSummary", "rssprobe.reporters.show:run", ("all_sites", "log_tail")),
     ResultKind("group", "GroupView", "rssprobe.reporters.show:group"),
     ResultKind("scale", "ScaleSweep", "rssprobe.reporters.show:scale", ("all_sites",)),
-    ResultKind("comparison", "Comparison", "rssprobe.reporters.show:comparison", ("all_sites", "show_all"),
+    ResultKind("comparison", "Comparison", "rssprobe.reporters.show:comparison", ("all_sites",),
                gate_view="rssprobe.reporters.gate:runs"),
     ResultKind("side", "SideDescription"),
     ResultKind("figure comparison", "FigureComparison"),
-    ResultKind("estimate", "Estimate"),
+    ResultKind("estimate", "Estimate", "rssprobe.reporters.estimateviews:show"),
     ResultKind("matrix", "MatrixTable", "rssprobe.reporters.show:matrix"),
     ResultKind("plan", "PlanTable", "rssprobe.reporters.show:plan"),
     ResultKind("matrix-list", "MatrixListing", "rssprobe.reporters.show:matrix_list"),

@@ -21,6 +21,8 @@ from rssprobe.campaign.bisect import rounds as bisect_rounds
 from rssprobe.campaign.bisect import search as bisect
 from rssprobe.cli import main
 from rssprobe.config.scenariospec import ScenarioSpec
+from rssprobe.reporters import output, show
+from rssprobe.reporters.view import View
 from rssprobe.run import envs
 from rssprobe.run import launch as launcher
 from rssprobe.store import rundir as storage
@@ -342,6 +344,7 @@ def test_commit_bisect_cli_names_the_culprit_and_compares_it_with_its_parent(his
     assert proc.exit_code == 0, proc.output
     data = json.loads(proc.stdout)
     assert_declared("bisect commits", data)
+    assert all(isinstance(show.bisect(data, fmt), View) for fmt in output.FORMATS)  # its view (tests/test_views.py)
     assert data["status"] == "found" and data["culprit"] == commits[7]
     assert {v for _c, v in data["verdicts"]} == {"good", "bad", "skip"}
     steady = next(c for c in data["comparison"]["comparisons"]["phases"] if c["metric"] == "steady.rss")

@@ -25,7 +25,7 @@ ISSUE_READS = 570
 
 ENTRY_POINTS = [(show.run, "data"), (show.group, "data"), (show.scale, "data"), (show.matrix, "data"),
                 (show.plan, "data"), (show.matrix_list, "data"), (show.plan_list, "data"), (show.bisect, "data"),
-                (show.merged, "data"), (show.comparison, "result"), (show.comparison_markdown, "result"),
+                (show.merged, "data"), (show.comparison, "result"), (gate.runs, "data"),
                 (show.scale_comparison, "result"), (gate.limits, "data"), (estimateviews.show, "data"),
                 (views.header_lines, "s"), (views.run_tables, "s"), (views.group_table, "data"),
                 (scaleviews.fit_table, "s"), (scaleviews.diff_table, "r"), (html.section, "summary"),

@@ -15,7 +15,7 @@ import click
 from ..campaign.bisect.rounds import DEFAULT_METRIC
 from ..campaign.bisect.start import BisectRequest, bisect
 from ..contract.glibc import STEADY_MALLOC_ENV
-from ..reporters import show
+from ..reporters import output, show
 from . import common_args
 from .common_args import format_option, fresh_option, malloc_env_option, pip_flags, python_options, scenario_sets
 
@@ -75,7 +75,7 @@ def command(args: tuple[str, ...], script: Path | None, ds_list: str | None, tor
         options=common_args.run_options(malloc_env=malloc_env, malloc_default=STEADY_MALLOC_ENV, repeat=repeat,
                                         env_ref=env_ref, python=python),
         pip=common_args.pip_options(find_links, index_url)))
-    show.bisect(outcome.data, fmt)
+    output.render(fmt, show.bisect(outcome.data, fmt))
     sys.exit(outcome.exit_code)
 
 

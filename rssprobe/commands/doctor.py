@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..reporters import terminal, views
+from ..reporters import output
+from ..reporters.table import Table
+from ..reporters.view import View
 from ..workflows import doctor
 from . import common_args
 
@@ -13,6 +15,6 @@ from . import common_args
     "rssprobe doctor"))
 def command() -> None:
     """Check which probes work here."""
-    table = views.Table("What this machine can measure", ["probe", "available", "detail"],
+    table = Table("What this machine can measure", ["probe", "available", "detail"],
                         [[name, "yes" if ok else "no", detail] for name, ok, detail in doctor.checks()])
-    terminal.render([f"rssprobe doctor on {doctor.machine()}"], [table])
+    output.render("terminal", View(None, [f"rssprobe doctor on {doctor.machine()}"], [table]))

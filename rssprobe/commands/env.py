@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from ..log import say
-from ..reporters import views
-from ..reporters.output import emit
+from ..reporters import output
+from ..reporters.table import Table
+from ..reporters.view import View
 from ..workflows import envs
 from . import common_args
 from .common_args import format_option, pip_flags
@@ -35,11 +36,11 @@ def create(spec: tuple[str, ...], find_links: tuple[str, ...], index_url: str | 
 def list_(fmt: str) -> None:
     """The environments built so far."""
     root, infos = envs.listed()
-    table = views.Table(f"Environments under {root}", ["name", "torch", "deepspeed", "spec", "created"],
+    table = Table(f"Environments under {root}", ["name", "torch", "deepspeed", "spec", "created"],
                         [[i["name"], i["versions"].get("torch"), i["versions"].get("deepspeed"), " ".join(i["spec"]),
                           i["created"]] for i in infos],
                         note="" if infos else "none yet: rssprobe env create torch==V deepspeed==V")
-    emit(fmt, infos, [], [table], alarm=False)
+    output.render(fmt, View(infos, tables=[table]))
 
 
 @command.command("rm")

@@ -9,7 +9,7 @@ import click
 
 from ..config import knownmodels
 from ..config.scenariospec import ScenarioSpec
-from ..reporters import estimateviews
+from ..reporters import estimateviews, output
 from ..workflows.estimate import entry
 from ..workflows.estimate.plan import CALIBRATION_STEPS
 from ..workflows.estimate.request import ACCELERATORS, Request, which_model, zero_options
@@ -103,4 +103,4 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
         calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
         trainable=trainable, final_save=final_save))
-    estimateviews.show(data, fmt)
+    output.render(fmt, estimateviews.show(data, fmt))

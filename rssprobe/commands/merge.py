@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..campaign import merge as merging
-from ..reporters import show
+from ..reporters import output, show
 from . import common_args
 from .common_args import format_option
 
@@ -20,4 +20,4 @@ from .common_args import format_option
 def command(shards: tuple[Path, ...], out: Path, fmt: str) -> None:
     """Join the shards' directories DIR... into --out: show, diff, report and the verdict report then read it as
     if it had run on one machine. Refuses shards of different campaigns, and an --out that is not empty."""
-    show.merged(merging.merge(list(shards), out).as_dict(), fmt)
+    output.render(fmt, show.merged(merging.merge(list(shards), out).as_dict(), fmt))

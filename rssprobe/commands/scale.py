@@ -11,7 +11,7 @@ import click
 from ..campaign import scale
 from ..errors import UserError
 from ..log import say
-from ..reporters import show
+from ..reporters import output, show
 from ..workflows.run import Start
 from . import common_args
 
@@ -58,7 +58,7 @@ def command(args: tuple[str, ...], script: Path | None, params_text: str | None,
                                       malloc_env=malloc_env, repeat=repeat, env_ref=env_ref, python=python)
     outcome = scale.sweep(sizes, Start(spec=spec, options=options, baseline=baseline, patched=patched, label=label,
                                        argv=list(sys.argv)), out, fresh, shard)
-    show.scale(outcome.data, fmt)
+    output.render(fmt, show.scale(outcome.data, fmt))
     if trim_at_end:  # said once the sweep is done, so that no note stands before an error
         say("--trim-at-end: scale always ends every run with malloc_trim(0); nothing more to do")
     sys.exit(outcome.exit_code)

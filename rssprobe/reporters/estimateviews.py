@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import click
-
 from ..analysis.results import Estimate
-from .output import emit
 from .pinviews import fixes_sentence
 from .table import NA, Table
+from .view import View
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20))
 
@@ -163,7 +161,6 @@ def header_lines(data: Estimate) -> list[str]:
     return lines
 
 
-def show(data: Estimate, fmt: str) -> None:
-    emit(fmt, data, header_lines(data), tables(data), bool(data["checks"]), answer=data["answer"])
-    if fmt != "json":
-        click.echo(("\n" if fmt == "markdown" else "") + data["provision"]["line"])
+def show(data: Estimate, fmt: str) -> View:
+    return View(data, header_lines(data), tables(data), bool(data["checks"]), answer=data["answer"],
+                closing=data["provision"]["line"])

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..analysis.results import Comparison
 from ..errors import UserError
-from . import diffviews, html, markdown, plots, scaleviews
+from . import diffviews, html, markdown, output, plots, scaleviews
+from .view import View
 
 HTML_NAME = "report.html"
 MD_NAME = "report.md"
@@ -29,12 +30,13 @@ def markdown_page(sections: list[html.Section], charts: list[plots.Chart], gener
                   compared: Comparison | None = None, answer: list[str] | None = None) -> str:
     """report.md: the answer first, then (two runs or groups) what `diff` shows, the charts linked as sibling PNG
     files, and every run's tables folded (the same tables as `show --format markdown`)."""
-    out = ["# rssprobe report", "", markdown.render([], [], answer or []).rstrip("\n"), "",
+    out = ["# rssprobe report", "", output.markdown_text(View(answer, answer=answer or [])).rstrip("\n"), "",
            markdown.line(f"generated {generated}; every figure is bytes per parameter above the run's own "
                          "pre-model baseline"), ""]
     if compared:
         out += ["## Key figures: B against A (rssprobe diff)", "",
-                markdown.render(diffviews.header_lines(compared), diffviews.lead_tables(compared, compact=True)), ""]
+                output.markdown_text(View(compared, diffviews.header_lines(compared),
+                                          diffviews.lead_tables(compared, compact=True))), ""]
     out += ["## Charts", ""]
     for c in charts:
         out += [f"![{markdown.escape(c.title)}]({c.name}.png)", "", markdown.line(c.caption), ""]

@@ -1,13 +1,11 @@
 """What the commands show: a run, a group, a size sweep, a matrix or a plan; a comparison of two; a bisect's
-result; a merge. Each takes the data a workflow or campaign returned (its JSON form) and emits it in the
-chosen format (output.emit); nothing here reads a file or computes a figure."""
+result; a merge. Each view takes the data a workflow or campaign returned (its JSON form) and returns what it shows
+(a View); view() renders it in the chosen format (output.render); nothing here reads a file or computes a figure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-import click
 
 from .. import kinds, verdicts
 from ..analysis import metrics
@@ -31,9 +29,9 @@ from ..analysis.results import (
     SweepComparison,
 )
 from ..contract.status import Status
-from . import diffviews, markdown, scaleviews, views
-from .output import emit
+from . import diffviews, output, scaleviews, views
 from .table import Table, bpp
+from .view import View
 
 
 def status_table(summaries: list[RunSummary]) -> Table:
@@ -43,31 +41,31 @@ def status_table(summaries: list[RunSummary]) -> Table:
                    views.zero_line(s)] for s in summaries])
 
 
-def run(data: RunSummary, fmt: str, all_sites: bool = False, log_tail: str | None = None,
-        show_all: bool = False) -> None:
+def run(data: RunSummary, fmt: str, all_sites: bool = False, log_tail: str | None = None) -> View:
     tables, details = views.run_table_parts(data, all_sites=all_sites or fmt in ("csv", "json"))
     if fmt == "csv":  # the header lines, which carry the status, are not part of CSV
         tables = [status_table([data]), *tables]
-    emit(fmt, data, views.header_lines(data), tables, data["status"] != Status.OK or bool(data["never_took_effect"]),
-         answer=data["answer"], details=details, show_details=show_all,
-         details_summary=", ".join(t.title.split(" (")[0] for t in details))
-    if fmt == "terminal" and data["status"] != Status.OK and log_tail:
-        click.echo(f"last lines of the worker's output ({data['path']}/worker*.log):\n{log_tail}", err=True)
+    failed = data["status"] != Status.OK
+    return View(data, views.header_lines(data), tables, failed or bool(data["never_took_effect"]),
+                answer=data["answer"], details=details,
+                details_summary=", ".join(t.title.split(" (")[0] for t in details),
+                aside=f"last lines of the worker's output ({data['path']}/worker*.log):\n{log_tail}"
+                if failed and log_tail else "")
 
 
-def group(data: GroupView, fmt: str) -> None:
+def group(data: GroupView, fmt: str) -> View:
     summaries = data["runs"]
     lines = [f"group {data['group']}: {len(summaries)} runs of {data['scenario']} [{data['label']}]"]
     lines += [views.header_lines(s)[0] for s in summaries]
     bad = any(s["status"] != Status.OK or s["never_took_effect"] for s in summaries)
     tables = [status_table(summaries)] if fmt == "csv" else []
-    emit(fmt, data, lines, [*tables, views.group_table(data)], bad, answer=data["answer"])
+    return View(data, lines, [*tables, views.group_table(data)], bad, answer=data["answer"])
 
 
-def scale(data: ScaleSweep, fmt: str, all_sites: bool = False) -> None:
+def scale(data: ScaleSweep, fmt: str, all_sites: bool = False) -> View:
     """A size sweep: the fit of every figure over its sizes."""
     tables = [scaleviews.fit_table(data, all_sites or fmt in ("csv", "json")), scaleviews.sizes_table(data)]
-    emit(fmt, data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]), answer=data["answer"])
+    return View(data, scaleviews.header_lines(data), tables, alarm=bool(data["problems"]), answer=data["answer"])
 
 
 def _effect(c: FigureComparison | None) -> str:
@@ -86,7 +84,7 @@ def _campaign_lines(kind: str, where: str, data: MatrixTable | PlanTable) -> lis
     return lines + [f"FAILED {line}" for line in data["failed"]]
 
 
-def matrix(data: MatrixTable, fmt: str) -> None:
+def matrix(data: MatrixTable, fmt: str) -> View:
     """The one table: headline figures per cell and each patch's effect."""
     figures, effects = FIGURES, PATCH_EFFECTS
     rows = []
@@ -104,11 +102,11 @@ def matrix(data: MatrixTable, fmt: str) -> None:
                   columns, rows, note="columns: " + ", ".join(f"{label} = {k}" for k, label in figures.items())
                   + "; effect = patched minus baseline of the same versions and allocator, with the verdict when "
                   "it is not 'same'")
-    emit(fmt, data, _campaign_lines("matrix", data["matrix"], data), [table], alarm=bool(data["failed"]),
-         answer=data["answer"])
+    return View(data, _campaign_lines("matrix", data["matrix"], data), [table], alarm=bool(data["failed"]),
+                answer=data["answer"])
 
 
-def plan(data: PlanTable, fmt: str) -> None:
+def plan(data: PlanTable, fmt: str) -> View:
     """Headline figures per cell and each patch's effect against the baseline of the same configuration."""
     figures, effects = FIGURES, PATCH_EFFECTS
     rows = [[c["axis"], c["value"], c["patch"], c["runs_ok"] or c["status"],
@@ -118,8 +116,8 @@ def plan(data: PlanTable, fmt: str) -> None:
     table = Table(f"Plan {name} (bytes per parameter above the pre-model baseline; mean of the finished runs)",
                   ["axis", "value", "patch", "runs ok", *figures.values(),
                    *[f"effect: {figures[k]}" for k in effects]], rows)
-    emit(fmt, data, _campaign_lines("plan", data["directory"], data), [table], alarm=bool(data["failed"]),
-         answer=data["answer"])
+    return View(data, _campaign_lines("plan", data["directory"], data), [table], alarm=bool(data["failed"]),
+                answer=data["answer"])
 
 
 def _owner(c: MatrixListCell | PlanListCell, data: MatrixListing | PlanListing) -> str:
@@ -134,17 +132,17 @@ def _library_axes(cells: Sequence[MatrixCell | MatrixListCell]) -> list[str]:
     return [lib for lib in ("transformers", "accelerate") if any(c.get(lib) for c in cells)]
 
 
-def matrix_list(data: MatrixListing, fmt: str) -> None:
+def matrix_list(data: MatrixListing, fmt: str) -> View:
     libraries = _library_axes(data["cells"])
     rows = [[c["id"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", *[c.get(lib) for lib in libraries],
              c["patch"], c["allocator"], ("finished" if c["finished"] else "to run") + _owner(c, data)]
             for c in data["cells"]]
     table = Table(f"{len(rows)} cells x {data['repeat']} runs in {data['matrix']}",
                   ["cell", "torch", "deepspeed", *libraries, "patch", "allocator", "state"], rows)
-    emit(fmt, data, [], [table], alarm=False)
+    return View(data, tables=[table])
 
 
-def plan_list(data: PlanListing, fmt: str) -> None:
+def plan_list(data: PlanListing, fmt: str) -> View:
     cells = data["cells"]
     rows = [[c["axis"], c["value"], c["torch"] or "(worker's)", c["deepspeed"] or "(worker's)", c["allocator"],
              str(c["ranks"]), c["patch"], str(c["repeat"]), ("finished" if c["finished"] else "to run")
@@ -153,32 +151,24 @@ def plan_list(data: PlanListing, fmt: str) -> None:
     table = Table(f"{len(cells)} cells, {sum(c['repeat'] for c in cells)} runs in {data['directory']}",
                   ["axis", "value", "torch", "deepspeed", "allocator", "ranks", "patch", "runs", "state"], rows,
                   note=("optional, not selected (--optional runs them): " + ", ".join(skipped)) if skipped else "")
-    emit(fmt, data, [], [table], alarm=False)
+    return View(data, tables=[table])
 
 
-def comparison(result: Comparison, fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
+def comparison(result: Comparison, fmt: str, all_sites: bool = False) -> View:
     """A comparison (analysis.compare.Result.as_dict()) as diff and gate print it: the answer, what was compared,
-    the key figures and what differs; every figure's table behind --all (folded in markdown)."""
-    emit(fmt, result, diffviews.header_lines(result), diffviews.lead_tables(result, compact=fmt == "markdown"),
-         alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"],
-         details=diffviews.tables(result, all_sites or fmt in ("json", "csv"), compact=fmt == "markdown"),
-         show_details=show_all,
-         details_summary=diffviews.detail_summary(result))
+    the key figures and what differs; every figure's table behind --all (folded in markdown: a job summary's, a
+    report page's)."""
+    return View(result, diffviews.header_lines(result), diffviews.lead_tables(result, compact=fmt == "markdown"),
+                alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"],
+                details=diffviews.tables(result, all_sites or fmt in ("json", "csv"), compact=fmt == "markdown"),
+                details_summary=diffviews.detail_summary(result))
 
 
-def comparison_markdown(result: Comparison) -> str:
-    """The comparison as markdown (a job summary, a report page): the same answer, key tables and folds."""
-    return markdown.render(diffviews.header_lines(result), diffviews.lead_tables(result, compact=True),
-                           result["answer"],
-                           diffviews.tables(result, compact=True), diffviews.detail_summary(result))
-
-
-def scale_comparison(result: SweepComparison, fmt: str, all_sites: bool = False) -> tuple[list[str], list[Table]]:
-    """Two size sweeps: slope and fixed part of every figure, each with its own verdict; (lines, tables) shown."""
+def scale_comparison(result: SweepComparison, fmt: str, all_sites: bool = False) -> View:
+    """Two size sweeps: slope and fixed part of every figure, each with its own verdict."""
     lines = [*scaleviews.diff_header_lines(result), scaleviews.verdict_line(result)]
     tables = [scaleviews.diff_table(result, all_sites or fmt in ("json", "csv"))]
-    emit(fmt, result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"])
-    return lines, tables
+    return View(result, lines, tables, alarm=verdicts.exit_code(result["verdict"]) != 0, answer=result["answer"])
 
 
 def compared(kind: str, data: Any, fmt: str, all_sites: bool = False, show_all: bool = False) -> None:
@@ -186,15 +176,21 @@ def compared(kind: str, data: Any, fmt: str, all_sites: bool = False, show_all: 
     view(kind, data, fmt, all_sites, show_all=show_all)
 
 
-def view(kind: str, data: Any, fmt: str, all_sites: bool = False, log_tail: str | None = None,
-         show_all: bool = False) -> None:
-    """Whatever a command found or made, by its result kind: the view rssprobe/kinds.py names for it, given the
-    options it takes."""
+def made(kind: str, data: Any, fmt: str, all_sites: bool = False, log_tail: str | None = None) -> View:
+    """What the view rssprobe/kinds.py names for this result kind returns, given the options it takes."""
     entry = kinds.result(kind)
     if entry.view is None:
         raise ValueError(f"the result kind {kind!r} has no view of its own (rssprobe/kinds.py)")
-    given = {"all_sites": all_sites, "log_tail": log_tail, "show_all": show_all}
-    kinds.load(entry.view)(data, fmt, **{name: given[name] for name in entry.options})
+    given = {"all_sites": all_sites, "log_tail": log_tail}
+    shown: View = kinds.load(entry.view)(data, fmt, **{name: given[name] for name in entry.options})
+    return shown
+
+
+def view(kind: str, data: Any, fmt: str, all_sites: bool = False, log_tail: str | None = None,
+         show_all: bool = False) -> None:
+    """Whatever a command found or made, by its result kind: its view (made()) rendered in the chosen format, the
+    detail tables shown with show_all (--all)."""
+    output.render(fmt, made(kind, data, fmt, all_sites, log_tail), show_all)
 
 
 def probes_table(data: BisectVersions | BisectComponents) -> Table:
@@ -215,19 +211,18 @@ def commits_table(data: BisectCommits) -> Table:
                  [[c["commit"][:10], c["subject"], c["verdict"], bpp(c["mean"])] for c in data["commits"]])
 
 
-def bisect(data: Bisect, fmt: str) -> None:
+def bisect(data: Bisect, fmt: str) -> View:
     tables = [commits_table(data) if "commits" in data else probes_table(data)]  # the commits mode's result
     if data.get("comparison"):
         tables += diffviews.tables(data["comparison"])
     lines = [*data["lines"], *[f"WARNING: {w}" for w in data["warnings"]], f"runs under {data['root']}"]
-    emit(fmt, data, lines, tables, alarm=data.get("status") != "unchanged",
-         answer=data.get("answer") or [])
+    return View(data, lines, tables, alarm=data.get("status") != "unchanged", answer=data.get("answer") or [])
 
 
-def merged(data: Merged, fmt: str) -> None:
+def merged(data: Merged, fmt: str) -> View:
     lines = [f"merged {len(data['taken'])} groups into {data['out']} ({data['kind']})"]
     lines += [f"WARNING: {key}: in no shard; to run (the campaign's command with --out {data['out']} runs it)"
               for key in data["missing"]]
     table = Table("Groups and the shard each came from", ["group", "from"],
                   [[key, source] for key, source in data["taken"].items()])
-    emit(fmt, data, lines, [table], alarm=bool(data["missing"]))
+    return View(data, lines, [table], alarm=bool(data["missing"]))
