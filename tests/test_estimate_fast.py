@@ -69,7 +69,9 @@ def test_kept_counts_and_shapes_are_the_computed_ones(tmp_path: Path, monkeypatc
 
     computed = target()
     kept = list((tmp_path / "cache" / "shapes").glob("*.json"))
-    assert {p.name.split("-")[0] for p in kept} == {"keys", "resolved", "shape", "layer_params"}
+    # the type's keys too, unless read from the packaged models' shipped answers (config/shippedshapes.py)
+    assert {"resolved", "shape", "layer_params"} <= {p.name.split("-")[0] for p in kept} <= {
+        "keys", "resolved", "shape", "layer_params"}
     assert target() == computed
     assert computed[0]["params"] == computed[1].params  # and both are transformers' (test_hfconfig_meta.py)
     assert shapecache.path("shape", {"hf": hf, "layers": 3}) in kept

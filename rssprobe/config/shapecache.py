@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..store import layout, outputs, reader
+from . import shippedshapes
 
 COMPUTED_BY = ("hfconfig.py", "modelshape.py", "shapecache.py")
 
@@ -34,25 +35,34 @@ def _code() -> str:
     return hashlib.sha256(b"".join((here / name).read_bytes() for name in COMPUTED_BY)).hexdigest()[:16]
 
 
+def stamp() -> tuple[str, str] | None:
+    """(installed transformers version, the computing modules' code): what every kept answer is keyed by."""
+    tf = _version()
+    return None if tf is None else (tf, _code())
+
+
 def path(kind: str, question: Any) -> Path | None:
     """Where the answer to `question` (JSON) of `kind` is kept; None without transformers."""
-    tf = _version()
-    if tf is None:
+    now = stamp()
+    if now is None:
         return None
-    key = json.dumps({"kind": kind, "transformers": tf, "code": _code(), "question": question}, sort_keys=True,
+    key = json.dumps({"kind": kind, "transformers": now[0], "code": now[1], "question": question}, sort_keys=True,
                      default=str)
     return layout.cache_root() / "shapes" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
 
 def get(kind: str, question: Any) -> Any:
-    """The kept answer, or None."""
+    """The kept answer, else the shipped one (config/shippedshapes.py), or None."""
     where = path(kind, question)
-    if where is None or not where.is_file():
+    if where is None:
         return None
-    try:
-        return reader.read_json_object(where, "shape cache").get("answer")
-    except UserError:
-        return None
+    if where.is_file():
+        try:
+            return reader.read_json_object(where, "shape cache").get("answer")
+        except UserError:
+            pass
+    now = stamp()
+    return None if now is None else shippedshapes.get(kind, question, now)
 
 
 def put(kind: str, question: Any, answer: Any) -> None:
@@ -62,6 +72,6 @@ def put(kind: str, question: Any, answer: Any) -> None:
         return
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
-        outputs.write_json(where, {"kind": kind, "answer": answer})
+        outputs.write_json(where, {"kind": kind, "question": question, "answer": answer})
     except (OSError, UserError):
         pass

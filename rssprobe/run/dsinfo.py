@@ -4,7 +4,8 @@ the ZeRO config defaults that size the partitions, and its own host-memory estim
 Asking costs that Python's import of torch and DeepSpeed (about 4 s of CPU here, most of an answer from the
 packaged calibration), and the answer is arithmetic of the installed versions: it is kept under the cache root's
 dsinfo/, keyed by the Python, the torch and DeepSpeed versions installed in it (read without importing them), the
-source of the worker modules that answer, and the request. Another version installed is another key."""
+source of the worker modules that answer, and the request. Another version installed is another key. For
+rssprobe's own Python the answer is first read from DeepSpeed's installed source (run/dssource.py), nothing imported."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..contract.answers import DS_INFO_ANSWER, DeepSpeedInfo
 from ..errors import UserError
 from ..store import layout, outputs, reader
 from . import ask as asking
-from . import environment
+from . import dssource, environment
 from .host import package_version
 
 # the worker modules whose code decides the answer: a change to them is another key
@@ -34,6 +35,9 @@ def ask(python: str, request: dict[str, Any]) -> DeepSpeedInfo:
     cached = _read(path)
     if cached is not None:
         return cached
+    read = dssource.answer(python, request)  # rssprobe's own Python: read from DeepSpeed's source, not imported
+    if read is not None:
+        return read
     reply = asking.ask(python, ["-m", "rssprobe.worker.dsinfo", json.dumps(request)], DS_INFO_ANSWER,
                        environment.probe(python))
     if not isinstance(reply.answer, dict):
