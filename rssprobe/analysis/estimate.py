@@ -42,6 +42,11 @@ steady = live + slack + steady fit; step peak = live + slack + step-peak fit; in
 checkpoint save and checkpoint load. The node is ranks-per-node ranks of the same sizes (DeepSpeed pads the
 partitions equal), in lockstep (the node's sampled peak of a 2- or 8-rank run is the sum of its ranks' peaks).
 
+A CUDA target with nothing offloaded (Target.optimizer_on_device, `--no-offload-optimizer`) has no host buffers, no
+pinned slack and none of the per-parameter host terms fitted on the offloaded calibration: steady, the step peak
+and initialize's buffers are the steady line's intercept (the baseline plus the fixed cost per process: predicted);
+the model copy, the load and the saves stay (analysis/savephase.py).
+
 For the checkpoint load that sum is the worst case, all ranks at their load peak at once: a run's node view
 measures how much they overlap (reports/your-job.md: FAI-RL #68's order).
 
@@ -98,6 +103,9 @@ class Target:
     # the job's final save (config/trainerjob.py FINAL_SAVES): the consolidated 16-bit model, DeepSpeed's
     # save_checkpoint (ZeRO-3 with stage3_gather_16bit_weights_on_model_save false), or none
     final_save: str = "model16"
+    # CUDA with nothing offloaded (--no-offload-optimizer): the optimizer's states, its gradients and ZeRO's buffers
+    # on the device; the per-parameter host terms fitted on the offloaded calibration do not apply (predicted)
+    optimizer_on_device: bool = False
 
 
 # the roles that exist for trainable parameters only (the optimizer's param groups hold only those: HF Trainer
@@ -124,6 +132,18 @@ def pinned(shape: Shape, zero: Zero, rule: Rule, via: str) -> dict[str, int]:
         return {"requested": requested, "held": requested, "slack": 0, "requests": len(ops) - len(freed)}
     held = pinrule.predict(ops, rule).pinned
     return {"requested": requested, "held": held, "slack": held - requested, "requests": len(ops) - len(freed)}
+
+
+def host_roles(target: Target, at: str) -> dict[str, int]:
+    """The target's host live buffers after `at`: none with the optimizer on the device."""
+    return {} if target.optimizer_on_device else live(target.shape, target.zero, at, target.trainable)
+
+
+def host_pins(target: Target) -> dict[str, int]:
+    """The target's pin requests (pinned): none with the optimizer on the device (DeepSpeed pins offload buffers)."""
+    if target.optimizer_on_device:
+        return {"requested": 0, "held": 0, "slack": 0, "requests": 0}
+    return pinned(target.shape, target.zero, target.rule, target.via)
 
 
 def _explained(p: Point, at: str) -> int:
@@ -194,14 +214,17 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     f = f or fits(cal.points, calibration_steps(target, cal))
     shape, zero = target.shape, target.zero
     base = k * min(p.baseline for p in cal.points)  # the lowest pre-model baseline measured: exact enough a floor
-    roles, roles_init = live(shape, zero, "step", target.trainable), live(shape, zero, "init", target.trainable)
-    slack = Term.exact(k * pinned(shape, zero, target.rule, target.via)["slack"])
+    roles, roles_init = host_roles(target, "step"), host_roles(target, "init")
+    slack = Term.exact(k * host_pins(target)["slack"])
     x = {term: size(shape, zero, term) for term in GROWS_WITH}
     now, after_init = Term.exact(k * sum(roles.values())) + slack, Term.exact(k * sum(roles_init.values())) + slack
     out = {"pinned_slack": slack, "live": Term.exact(k * sum(roles.values())),
            "steady": now + fitted(f["steady"], x["steady"], k, base),
            "step_peak": now + fitted(f["step_peak"], x["step_peak"], k, base),
            "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base)}
+    if target.optimizer_on_device:  # no host buffers, no host transients: the steady line's intercept alone
+        fixed_only = intercept(f["steady"], k, base)
+        out.update(steady=fixed_only, step_peak=fixed_only, initialize_state=fixed_only)
     # the model every rank holds before initialize, fp32 as built; loaded, its tensors may stay in the mapped
     # checkpoint, not resident until read (docs/your-job.md): then the baseline alone is exact
     whole = 0 if "checkpoint_load" in f else target.load_bytes * shape.params
@@ -211,7 +234,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
     out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
     peaks = [out["step_peak"], out["initialize_peak"]]
-    if "checkpoint_save" in f:
+    if "checkpoint_save" in f and not target.optimizer_on_device:  # measured with the optimizer offloaded
         out["checkpoint_save"] = now + fitted(f["checkpoint_save"], x["checkpoint_save"], k, base)
         peaks.append(out["checkpoint_save"])
     if "checkpoint_load" in f:
@@ -230,6 +253,17 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     out["fixed"] = Term(k * fixed, None if half is None else k * (fixed - half),
                         None if half is None else k * (fixed + half))
     return out
+
+
+def intercept(fit: stats.ProportionalFit, k: int, floor: float) -> Term:
+    """k ranks of a line's intercept (the steady line's: the baseline plus the fixed cost per process), with its
+    95% interval (the intercept's own uncertainty, the same for every rank), never below `floor`."""
+    t = stats.t_quantile(fit.dof)
+    half = None if t is None or not fit.suu else t * fit.s / fit.suu ** 0.5
+    value = max(k * fit.intercept, floor)
+    if half is None:
+        return Term(value, None, None, floor)
+    return Term(value, max(k * (fit.intercept - half), floor), max(k * (fit.intercept + half), value), floor)
 
 
 FIELDS = {"steady": "steady_rss", "peak": "peak_rss", "pinned_slack": "pinned_slack", "fixed": "fixed",
@@ -262,7 +296,7 @@ def view(figures: dict[str, Term], roles: dict[str, int], k: int) -> dict[str, A
 
 
 def rank_details(target: Target, cal: Calibration, f: dict[str, stats.ProportionalFit]) -> dict[str, Any]:
-    pins = pinned(target.shape, target.zero, target.rule, target.via)
+    pins = host_pins(target)
     one = terms(target, cal, 1, f)
     return {"baseline_bytes": stats.mean_interval([float(p.baseline) for p in cal.points]).value,
             "partition_params": partition.partition_params(target.shape, target.zero),
@@ -279,7 +313,7 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
     f = fits(cal.points, steps)
     k = target.ranks_per_node
     rank_terms, node_terms = terms(target, cal, 1, f), terms(target, cal, k, f)
-    roles = live(target.shape, target.zero, "step", target.trainable)
+    roles = host_roles(target, "step")
     rank = {**view(rank_terms, roles, 1), **rank_details(target, cal, f)}
     node = {**view(node_terms, roles, k), "ranks": k}
     far_by = target.shape.params / max(cal.params)
@@ -313,7 +347,7 @@ def estimate(target: Target, cal: Calibration) -> dict[str, Any]:
             # the pinned-slack fixes over the same requests (rssprobe/data/fixes.toml; predicted, CUDA only)
             "fixes": fixes.compare(partition.pin_ops(target.shape, target.zero, target.via), target.rule.torch, None,
                                    target.shape.params, rank["pinned_held_bytes"])
-            if target.zero.accelerator != "cpu" else []}
+            if target.zero.accelerator != "cpu" and not target.optimizer_on_device else []}
 
 
 def with_changes(target: Target, **changes: Any) -> Target:

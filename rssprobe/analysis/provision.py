@@ -85,7 +85,9 @@ def changes(target: Target, cal: Calibration, ram: int | None) -> list[dict[str,
     if one["initialize_model_copy"].value >= one["initialize_state"].value and not target.zero_init:
         z3 = target.zero if target.zero.stage == 3 else replace(target.zero, stage=3, offload_param=False)
         options.append(("zero.Init", "build the model under deepspeed.zero.Init (ZeRO-3"
-                        + ("" if target.zero.stage == 3 else "; optimizer offloaded, parameters on the device")
+                        + ("" if target.zero.stage == 3 else "; optimizer "
+                           + ("on the device" if target.optimizer_on_device else "offloaded")
+                           + ", parameters on the device")
                         + "): no whole copy of the model per rank during initialize",
                         replace(target, zero=z3, zero_init=True)))
         flags["zero.Init"] = ["--zero-init"] + ([] if target.zero.stage == 3 else

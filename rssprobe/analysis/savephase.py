@@ -19,7 +19,8 @@ Each figure is per rank, above something the target's own estimate has:
   states: host memory with the optimizer offloaded, identical on CUDA) and rank 0 the module's states. Its peak
   above the RSS at entry is fitted against the rank's partition; on CUDA rank 0's module states are device tensors,
   which torch.save copies to the host one storage at a time: the largest tensor's 16-bit bytes more on rank 0
-  (predicted).
+  (predicted). With the optimizer on the device (nothing offloaded) every state is a device tensor: the rank's
+  largest flat fp32 partition (or the largest tensor, if larger) above the steady RSS (predicted).
 * final model save (the consolidated 16-bit model, the Trainer's save_model): the state dict is the whole model's
   16-bit bytes on every rank below ZeRO-3 (clone_tensors_for_torch_save on every rank) and on rank 0 alone at
   ZeRO-3 (_zero3_consolidated_16bit_state_dict). Those bytes are exact from the shapes (the calibration's measured
@@ -131,6 +132,14 @@ def state_dict_bytes(shape: Shape, zero: partition.Zero) -> int:
     return shape.params * zero.element_bytes
 
 
+def largest_flat_partition(shape: Shape, zero: partition.Zero) -> int:
+    """Bytes of a rank's largest flat fp32 partition (a param group's at ZeRO-1/2, a sub-group's at 3): the largest
+    storage save_checkpoint's torch.save copies from the device to the host at once."""
+    parts = partition.group_partitions(shape, zero) if zero.stage < 3 else \
+        [sum(g) for g in partition.sub_groups(shape, zero)]
+    return max(parts) * partition.FP32
+
+
 def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[str, stats.ProportionalFit] | None
           = None) -> dict[str, Term]:
     """k ranks' figures: the load, DeepSpeed's checkpoint save, the final model save, and
@@ -143,7 +152,11 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
     load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
     cuda = zero.accelerator != "cpu"
     d2h_module = Term.exact(shape.largest_tensor * zero.element_bytes if cuda else 0)
-    save = steady + fitted(f["checkpoint_save"], partition.partition_params(shape, zero), k, 0.0) + d2h_module
+    if getattr(target, "optimizer_on_device", False):  # device tensors copied to the host a storage at a time
+        flat = max(largest_flat_partition(shape, zero), shape.largest_tensor * zero.element_bytes)
+        save = steady + Term.exact(k * flat)
+    else:
+        save = steady + fitted(f["checkpoint_save"], partition.partition_params(shape, zero), k, 0.0) + d2h_module
     out = {"checkpoint_load": load, "checkpoint_save": save}
     final = getattr(target, "final_save", "model16")
     if final == "model16":
@@ -193,7 +206,12 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
                                   "checkpoint save's figure, no 16-bit model gathered or cloned")
     elif final == "none":
         measured.pop("model_save_write")
-    if cuda:
+    if getattr(target, "optimizer_on_device", False):
+        measured.pop("checkpoint_save")
+        predicted["checkpoint_save"] = ("the optimizer on the device: torch.save copies its device tensors to the host "
+                                        "one storage at a time, at most the largest flat fp32 partition per rank "
+                                        "above the steady RSS")
+    elif cuda:
         predicted["checkpoint_save_module"] = ("rank 0's module states copied device-to-host one storage at a time "
                                                "by torch.save: the largest tensor's 16-bit bytes")
     if target.zero_init and zero.stage == 3:
@@ -272,6 +290,8 @@ def sources(target: Any, cal: Any) -> dict[str, str]:
         "measured on CPU, host-side: same on CUDA" if cuda else "measured (CPU save/load calibration)"
     out["checkpoint_save"] = own if have_save else \
         "measured on CPU + predicted device-to-host copy" if cuda else "measured (CPU save/load calibration)"
+    if getattr(target, "optimizer_on_device", False):
+        out["checkpoint_save"] = "predicted: largest flat partition device-to-host"
     out["model_save"] = "predicted: 16-bit weights device-to-host + measured write" if cuda else \
         "exact state dict + measured write"
     if getattr(target, "final_save", "model16") == "checkpoint":

@@ -40,7 +40,10 @@ from . import common_args
 @click.option("--stage", type=click.IntRange(1, 3), help="ZeRO stage (3 offloads the parameters too, unless "
               "--no-offload-param).")
 @click.option("--offload-param/--no-offload-param", "offload_param", default=None,
-              help="ZeRO-3: parameters offloaded to the CPU (default with --stage 3).")
+              help="ZeRO-3: parameters offloaded to the CPU (default with --stage 3 and the optimizer offloaded).")
+@click.option("--offload-optimizer/--no-offload-optimizer", "offload_optimizer", default=None,
+              help="CUDA: the optimizer states offloaded to host RAM (default), or kept on the GPU (nothing "
+                   "offloaded: host RAM holds the baseline, each process's fixed cost, the load and the saves).")
 @click.option("--zero-init/--no-zero-init", "zero_init", default=None,
               help="ZeRO-3: the model built (or loaded) under deepspeed.zero.Init, each rank holding its partition "
                    "(default on for a transformers model at ZeRO-3, as HF Trainer and accelerate build it).")
@@ -84,7 +87,8 @@ from . import common_args
 @common_args.format_option(["terminal", "json", "markdown"])
 def command(scenario_ref: str | None, model: str | None, hf_config: Path | None, overrides: tuple[str, ...],
             steps: int | None, params: float | None, gpus_per_node: int | None, ranks_per_node: int | None, nodes: int,
-            accelerator: str | None, stage: int | None, offload_param: bool | None, zero_init: bool | None,
+            accelerator: str | None, stage: int | None, offload_param: bool | None, offload_optimizer: bool | None,
+            zero_init: bool | None,
             load_dtype: str | None, trainable: str | None, final_save: str | None, node_ram: int | None,
             calibration: Path | None, calibrate: bool, fresh: bool, allocator: str, malloc_env: tuple[str, ...],
             patches: tuple[str, ...], torch_alloc_conf: str | None, repeat: int | None,
@@ -94,7 +98,7 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
     fits the node's RAM, phase by phase, and what to provision."""
     ref, source = which_model(scenario_ref, model, hf_config)
     spec = ScenarioSpec(ref, overrides, steps=steps, params=params, torch_alloc_conf=torch_alloc_conf,
-                        **zero_options(stage, offload_param))
+                        **zero_options(stage, offload_param, offload_optimizer))
     data = entry.run(Request(
         spec, source, gpus_per_node=gpus_per_node, ranks_per_node=ranks_per_node, nodes=nodes,
         accelerator=accelerator, node_ram=node_ram, calibration=calibration, calibrate=calibrate, fresh=fresh,
@@ -102,5 +106,5 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
                                         env_ref=env_ref, python=python),
         calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
-        trainable=trainable, final_save=final_save))
+        trainable=trainable, final_save=final_save, offload_optimizer=offload_optimizer))
     output.render(fmt, estimateviews.show(data, fmt))

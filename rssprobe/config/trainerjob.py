@@ -64,7 +64,7 @@ class TrainerJob:
                    + f"; --load-dtype {'fp32' if self.load_dtype == 'bf16' else 'bf16'} for the other)")
         out.append(f"optimizer states {'offloaded to host RAM' if offload_optimizer else 'on the device'}, parameters "
                    + ("offloaded" if offload_param else "on the device") + " (--offload-param / --no-offload-param"
-                   + ", --set zero.offload_optimizer)")
+                   + ", --offload-optimizer / --no-offload-optimizer)")
         out.append("all parameters train (--trainable 0.5% or a count for an adapter)" if self.trainable >= 1.0 else
                    f"{format_count(self.trainable_params)} parameters train ({self.trainable:.3%}): the optimizer's "
                    "fp32 master, gradients and Adam states hold those only (predicted)")

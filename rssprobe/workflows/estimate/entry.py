@@ -24,7 +24,7 @@ from .calibrate import calibrate
 from .checks import check
 from .plan import calibration_key
 from .request import Request, question
-from .target import describe_target, target_scenario
+from .target import describe_target, optimizer_kept, target_scenario
 from .terms import calibration_notes, rule, terms
 
 
@@ -34,6 +34,7 @@ def run(req: Request) -> Estimate:
     # the SCENARIO file read once: for the target, and for the calibration's sizes when they are of its shape
     read = scenario.read(req.spec.ref) if req.source == "scenario" else None
     scen, shape, origin = target_scenario(req, read)
+    on_device = optimizer_kept(req, q.accelerator, scen.zero.offload_param is not None)
     job = trainerjob.resolve(req.zero_init, req.load_dtype, req.trainable, scen.zero.stage, scen.model.kind,
                              shape.params, req.final_save)
     ranks = q.ranks
@@ -56,11 +57,15 @@ def run(req: Request) -> Estimate:
     pinning = "register" if PIN_REGISTER in checked.asked else "torch"
     target = arithmetic.Target(shape, zero, ranks, req.nodes, pin_rule, pinning, scen.steps, zero_init=job.zero_init,
                                load_bytes=job.load_bytes, trainable=job.trainable,
-                               final_save=job.final_save)
+                               final_save=job.final_save, optimizer_on_device=on_device)
     out = arithmetic.estimate(target, cal)
     measured, predicted = terms(cal, pin_rule, req, q, info)
     phase_measured, phase_predicted = savephase.rules(target, cal.phases)  # how each carries to the target
     measured, predicted = {**phase_measured, **measured}, {**phase_predicted, **predicted}
+    if on_device:
+        predicted["optimizer_on_device"] = ("the optimizer on the device: no host buffers; steady = baseline + fixed "
+                                            "cost (the per-parameter host terms fitted on the offloaded calibration "
+                                            "left out)")
     notes = list(out.pop("notes"))
     notes.extend(calibration_notes(req, q, plan, cal, out, scen, zero.world, shape.params))
     ram, ram_from = (req.node_ram, "--node-ram") if req.node_ram is not None else \
@@ -89,7 +94,7 @@ def run(req: Request) -> Estimate:
     other = estimate_job.other_way(target, cal, ram, job.load_dtype) if zero.stage == 3 else None
     if other is not None:
         answer.insert(1, other["sentence"])
-    assumptions = job.assumptions(zero.stage, scen.zero.offload_optimizer is not None, zero.offload_param,
+    assumptions = job.assumptions(zero.stage, not on_device, zero.offload_param,
                                   scen.model.kind)
     lock = provision.lock_check(out["rank"]["pinned_requested_bytes"],
                                 memlimits.lock_limit() if q.for_this_machine else None)

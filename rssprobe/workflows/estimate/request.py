@@ -44,6 +44,7 @@ class Request:
     load_dtype: str | None = None
     trainable: str | None = None
     final_save: str | None = None
+    offload_optimizer: bool | None = None  # False: the optimizer on the GPU (CUDA only; None: offloaded)
 
 
 @dataclass
@@ -100,12 +101,13 @@ def which_model(scenario_ref: str | None, model: str | None, hf_config: Path | N
     return given[0][1], cast(Source, given[0][2])
 
 
-def zero_options(stage: int | None, offload_param: bool | None) -> dict[str, Any]:
+def zero_options(stage: int | None, offload_param: bool | None, offload_optimizer: bool | None = None
+                 ) -> dict[str, Any]:
     """--stage and --offload-param as the spec's typed options (config/scenariospec.py): ZeRO-3 offloads the
-    parameters unless --no-offload-param."""
+    parameters unless --no-offload-param, or unless the optimizer is not offloaded (--no-offload-optimizer)."""
     if stage is not None and stage not in (1, 2, 3):
         raise UserError(f"--stage {stage}: ZeRO stages are 1, 2 and 3")
     if offload_param and stage is not None and stage < 3:
         raise UserError(f"--offload-param: parameters are offloaded at ZeRO stage 3 only (--stage {stage})")
-    offload = offload_param or (stage == 3 and offload_param is None)
+    offload = offload_param or (stage == 3 and offload_param is None and offload_optimizer is not False)
     return {"stage": stage, "offload_param": "cpu" if offload else None}

@@ -59,16 +59,27 @@ def target_scenario(req: Request, read: tuple[str, dict[str, Any]] | None = None
 
 
 def optimizer_on_device(sets: tuple[str, ...]) -> None:
-    """UserError (one line, what is supported) for a --set that keeps the optimizer off the host: every estimate is
-    of a job whose optimizer is offloaded (the calibrations' scenarios accept only zero.offload_optimizer "cpu")."""
+    """UserError (one line, what to type) for a --set that keeps the optimizer off the host: the calibrations'
+    scenarios accept only zero.offload_optimizer "cpu"; a GPU job with nothing offloaded is --no-offload-optimizer."""
     for word in sets:
         key, _, value = word.partition("=")
         value = value.strip().strip("\"'")
         if key.strip() == "zero.offload_optimizer" and value != "cpu":
-            raise UserError(f"--set {word}: estimate supports jobs whose optimizer is offloaded to host RAM "
-                            "(zero.offload_optimizer \"cpu\", the default; ZeRO-1/2, or ZeRO-3 with --offload-param "
-                            "or --no-offload-param); a job with the optimizer on the GPU (nothing offloaded) is not "
-                            "estimated")
+            raise UserError(f"--set {word}: the optimizer kept on the GPU is --no-offload-optimizer (CUDA targets); "
+                            "zero.offload_optimizer takes only \"cpu\", the default")
+
+
+def optimizer_kept(req: Request, accelerator: str, offload_param: bool) -> bool:
+    """Whether the target keeps its optimizer on the device (--no-offload-optimizer); UserError (one line) where
+    that is not a GPU job with its parameters on the device."""
+    if req.offload_optimizer is not False:
+        return False
+    if accelerator == "cpu":
+        raise UserError("--no-offload-optimizer: on the CPU accelerator the optimizer is in host RAM anyway; drop it")
+    if offload_param:
+        raise UserError("--no-offload-optimizer with the parameters offloaded (--offload-param) is not estimated: "
+                        "add --no-offload-param, or drop --no-offload-optimizer")
+    return True
 
 
 def describe_target(scen: Scenario, shape: modelshape.Shape, zero: partition.Zero, req: Request, q: Question,
