@@ -27,6 +27,7 @@ from ..store import campaign, layout
 from ..store.rundir import GroupDir
 from . import metrics, stats
 from .compare import Side
+from .resultparts import TwoSides
 
 PR_FIGURES = metrics.shown(metrics.CLAIMS)  # the registry's (Metric.shown)
 PARTS = ("pr8132.float-scale", "pr8132.malloc-trim")
@@ -113,17 +114,9 @@ class ClaimRow(TypedDict):
     ranks: int
 
 
-class Compared(TypedDict):
+class Compared(TwoSides):
     """stats.Comparison.as_dict(): one figure, B against A."""
 
-    metric: str
-    n_a: int
-    n_b: int
-    mean_a: float
-    mean_b: float
-    sd_a: float | None
-    sd_b: float | None
-    delta: float
     p_increase: float | None
     p_decrease: float | None
     verdict: str

@@ -258,12 +258,11 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
 def intercept(fit: stats.ProportionalFit, k: int, floor: float) -> Term:
     """k ranks of a line's intercept (the steady line's: the baseline plus the fixed cost per process), with its
     95% interval (the intercept's own uncertainty, the same for every rank), never below `floor`."""
-    t = stats.t_quantile(fit.dof)
-    half = None if t is None or not fit.suu else t * fit.s / fit.suu ** 0.5
-    value = max(k * fit.intercept, floor)
-    if half is None:
+    e = stats.fixed_part(fit)
+    value = max(k * e.value, floor)
+    if e.low is None or e.high is None:
         return Term(value, None, None, floor)
-    return Term(value, max(k * (fit.intercept - half), floor), max(k * (fit.intercept + half), value), floor)
+    return Term(value, max(k * e.low, floor), max(k * e.high, value), floor)
 
 
 FIELDS = {"steady": "steady_rss", "peak": "peak_rss", "pinned_slack": "pinned_slack", "fixed": "fixed",

@@ -383,11 +383,10 @@ class FitRow(TypedDict, total=False):
     level: float
 
 
-class LeadEffect(TypedDict, total=False):
-    """One lead figure's effect, assessed with the others (analysis/effects.py)."""
+class TwoSides(TypedDict):
+    """One figure, B against A: what every comparison of two sides' runs states (stats.Comparison, effects.Effect)."""
 
     metric: str
-    gated: bool
     n_a: int
     n_b: int
     mean_a: float
@@ -395,6 +394,12 @@ class LeadEffect(TypedDict, total=False):
     sd_a: float | None
     sd_b: float | None
     delta: float
+
+
+class LeadEffect(TwoSides, total=False):
+    """One lead figure's effect, assessed with the others (analysis/effects.py)."""
+
+    gated: bool
     low: float | None
     high: float | None
     exact: bool

@@ -11,35 +11,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from rssprobe.analysis import answers
-from rssprobe.analysis.summary import Summary
-from rssprobe.errors import UserError
-from rssprobe.store.rundir import RunDir
 
-MIB = 2**20
-
-
-def events(run: Path, rank: int = 0) -> list[dict[str, Any]]:
-    name = "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
-    path = run / name
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def census(run: Path, at: str, rank: int = 0) -> dict[str, Any] | None:
-    return next((e for e in events(run, rank) if e["event"] == "census" and e["at"] == at), None)
-
-
-def summary(run: Path, rank: int = 0) -> Summary | None:
-    try:
-        return Summary(RunDir(run), rank) if (run / "manifest.json").exists() else None
-    except UserError:
-        return None
-
-
-def fmt(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+from . import your_job_finetune as finetune
+from .your_job_runs import MIB, census, events, fmt, summary
 
 
 def section_script(runs: Path) -> list[str]:
@@ -359,8 +335,6 @@ def answer(root: Path) -> list[str]:
 
 
 def main(root: Path) -> None:
-    from . import your_job_finetune as finetune  # it reads runs with this module's helpers
-
     runs = root / "runs"
     lead = answer(root)
     more = finetune.answer(runs)

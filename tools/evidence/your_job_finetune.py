@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .your_job import events, fmt, summary
+from .your_job_runs import events, fmt, summary
 
 MIB = 2**20
 # (run, job, launcher)
