@@ -47,6 +47,9 @@ $(STAMP): pyproject.toml
 		nice -n 19 $(BIN)/python -m compileall -q -j 0 rssprobe tools \
 			"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" > /dev/null; \
 		wait $$ops; cat $(VENV)/opbuild.log; exit $$status
+	@# rssprobe/data/shapes.json answers a first estimate without torch or transformers, for the transformers it was
+	@# computed with; where uv installed a newer one in range, the same answers go to the cache root now (~11 s)
+	$(BIN)/python -m tools.shapes --warm || echo "shapes: not computed ahead; the first estimate computes them"
 	rm -f $(VENV)/.rssprobe-installed-torch-*
 	touch $@
 

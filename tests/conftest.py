@@ -176,6 +176,40 @@ def tiny_calibration(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
 
 
 
+@pytest.fixture(scope="session")
+def warmed_shapes(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """Where rssprobe/data/shapes.json was computed for another transformers than the installed one (CI installs
+    the newest release in range), a cache root that `python -m tools.shapes --warm` filled, as make install fills
+    the user's; None where the shipped file is read as it is (a fresh machine's cache root is then empty)."""
+    from rssprobe.config import shapecache
+    from tools import shapes
+
+    now = shapecache.stamp()
+    if now is None:
+        pytest.skip("transformers is not installed")
+    if shapes.shipped_stamp() == now:
+        return None
+    root = tmp_path_factory.mktemp("warmed-shapes")
+    env = {k: v for k, v in os.environ.items() if k != "RSSPROBE_CACHE"}
+    subprocess.run([sys.executable, "-m", "tools.shapes", "--warm"], cwd=Path(__file__).resolve().parent.parent,
+                   env={**env, "RSSPROBE_CACHE": str(root)}, check=True, capture_output=True, timeout=600)
+    return root
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, warmed_shapes: Path | None) -> Path:
+    """A fresh machine's cache root right after make install, this test's own: empty where the shipped shapes are
+    read, else a copy of the warmed one (tests/conftest.py: warmed_shapes)."""
+    import shutil
+
+    root = tmp_path / "fresh-cache"
+    if warmed_shapes is None:
+        root.mkdir()
+    else:
+        shutil.copytree(warmed_shapes, root)
+    return root
+
+
 # ---- the test lanes (markers declared in pyproject.toml): `worker` marks a test that starts a training worker
 # (make test-fast leaves them out), `slow` an end-to-end check of minutes (make test-slow; make test leaves them out)
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from rssprobe.run import dssource
 from tests.test_estimate_fast import HEAVY, ROOT, _env
-from tests.test_shippedshapes import _shipped_here
 
 # stages 1-3, one and several nodes, parameters offloaded or not, a rank count that divides nothing evenly
 REQUESTS = [
@@ -51,19 +50,17 @@ def test_an_estimator_that_needs_more_than_builtins_is_not_run(tmp_path: Path) -
     assert dssource._estimator(source, "plain")(5) == (15, 0)
 
 
-def test_a_cold_answer_imports_none_of_the_heavy_packages(tmp_path: Path) -> None:
-    """An empty cache root, a packaged model on 8 GPUs: the whole answer (exit 0) with neither torch, transformers
-    nor DeepSpeed imported in rssprobe's process, and no DeepSpeed subprocess's answer kept (none was asked). Where
-    another transformers is installed than the one rssprobe/data/shapes.json was computed for (a newer release the
-    `transformers>=5.24,<6` range admits), the first answer builds the model on the meta device and the test skips,
-    saying so."""
-    _shipped_here()  # the packaged model's shapes come from the shipped file only for the transformers it is for
+def test_a_cold_answer_imports_none_of_the_heavy_packages(fresh_cache: Path) -> None:
+    """A fresh machine's cache root (empty where rssprobe/data/shapes.json is for the installed transformers; else
+    what make install's `tools.shapes --warm` computed: tests/conftest.py), a packaged model on 8 GPUs: the whole
+    answer (exit 0) with neither torch, transformers nor DeepSpeed imported in rssprobe's process, and no DeepSpeed
+    subprocess's answer kept (none was asked)."""
     code = ("import sys\nfrom rssprobe.cli import main\n"
             "try:\n    main(['estimate', '--model', 'qwen3-30b-a3b', '--gpus-per-node', '8', '--stage', '2',"
             " '--node-ram', '1.5T'])\nexcept SystemExit as e:\n    print('EXIT', e.code)\n"
             f"print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**_env(), "RSSPROBE_CACHE": str(tmp_path / "empty")})
+                          env={**_env(), "RSSPROBE_CACHE": str(fresh_cache)})
     assert "fits in 1,536 GiB" in proc.stdout and "EXIT 0" in proc.stdout, proc.stdout + proc.stderr
     assert "HEAVY []" in proc.stdout
-    assert not (tmp_path / "empty" / "dsinfo").exists()
+    assert not (fresh_cache / "dsinfo").exists()

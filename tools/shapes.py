@@ -34,8 +34,7 @@ def causal_types() -> list[str]:
 def compute(models: list[str] | None = None, types: list[str] | None = None) -> dict[str, Any]:
     """The shipped file's content, computed now in an empty cache root (models: the packaged ones by default;
     types: every causal model type by default)."""
-    from rssprobe.config import hfconfig, knownmodels, modelshape, shapecache, shippedshapes
-    from rssprobe.config.scenariospec import ScenarioSpec
+    from rssprobe.config import shapecache, shippedshapes
 
     stamp = shapecache.stamp()
     if stamp is None:
@@ -45,17 +44,7 @@ def compute(models: list[str] | None = None, types: list[str] | None = None) -> 
         os.environ["RSSPROBE_CACHE"] = root
         shippedshapes.READ = False  # computed, never read back from the file being written
         try:
-            for model_type in causal_types() if types is None else types:
-                try:
-                    hfconfig.config_keys(model_type, model_type)
-                except Exception:  # a type transformers cannot build a default config of: not shipped
-                    continue
-            for name in knownmodels.names() if models is None else models:
-                known = knownmodels.load(name)
-                raw = knownmodels.raw_scenario(known.name, known.hf, known.title)
-                scen = ScenarioSpec(ref=name).apply(raw, name)
-                modelshape.layer_params(scen)
-                modelshape.of(scen, scen.name)
+            _fill(models, types)
             kept = sorted((Path(root) / "shapes").glob("*.json"))
             entries = [json.loads(p.read_text(encoding="utf-8")) for p in kept]
         finally:
@@ -68,11 +57,59 @@ def compute(models: list[str] | None = None, types: list[str] | None = None) -> 
     return {"transformers": stamp[0], "code": stamp[1], "entries": entries}
 
 
+def _fill(models: list[str] | None, types: list[str] | None) -> None:
+    """Ask every question the shipped file answers, as an estimate asks it: each answer is kept under the cache
+    root in force (config/shapecache.py)."""
+    from rssprobe.config import hfconfig, knownmodels, modelshape
+    from rssprobe.config.scenariospec import ScenarioSpec
+
+    for model_type in causal_types() if types is None else types:
+        try:
+            hfconfig.config_keys(model_type, model_type)
+        except Exception:  # a type transformers cannot build a default config of: not shipped
+            continue
+    for name in knownmodels.names() if models is None else models:
+        known = knownmodels.load(name)
+        raw = knownmodels.raw_scenario(known.name, known.hf, known.title)
+        scen = ScenarioSpec(ref=name).apply(raw, name)
+        modelshape.layer_params(scen)
+        modelshape.of(scen, scen.name)
+
+
+def shipped_stamp() -> tuple[str, str] | None:
+    """(transformers, code) the shipped file was computed under; None when it cannot be read."""
+    try:
+        data = json.loads(FILE.read_text(encoding="utf-8"))
+        return str(data["transformers"]), str(data["code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def warm() -> str:
+    """Where the shipped file is not read (another transformers or code), compute its answers into the cache root
+    in force (RSSPROBE_CACHE, else the user's); one line saying what was done."""
+    from rssprobe.config import shapecache
+    from rssprobe.store import layout
+
+    now = shapecache.stamp()
+    if now is None:
+        return "shapes: transformers is not installed; nothing to compute"
+    if shipped_stamp() == now:
+        return f"shapes: the shipped file is for transformers {now[0]}; nothing to compute"
+    _fill(None, None)
+    kept = len(list((layout.cache_root() / "shapes").glob("*.json")))
+    return (f"shapes: computed for transformers {now[0]} (the shipped file is for another) under "
+            f"{layout.cache_root() / 'shapes'} ({kept} answers kept)")
+
+
 def render(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def main(argv: list[str]) -> int:
+    if "--warm" in argv:
+        print(warm())
+        return 0
     text = render(compute())
     if "--check" in argv:
         same = FILE.is_file() and FILE.read_text(encoding="utf-8") == text
