@@ -122,6 +122,50 @@ def test_trainable_share_known_answer(h200: calibration.Calibration) -> None:
     assert share["bit16_partitions"] == full["bit16_partitions"] > 0
 
 
+def test_loading_onto_the_device_known_answer(h200: calibration.Calibration) -> None:
+    """ms-swift's device_map="cuda:LOCAL_RANK" below ZeRO-3 (--load-onto device): no whole copy of the model in
+    host RAM before initialize (the model-copy line at no parameters: its fixed part, as the line has at none), and
+    the load is each rank's baseline plus the one tensor passing through host memory. Exact: the same fitted lines."""
+    host = target(h200, zero=Zero(2, 8, 2, accelerator="cuda"), load_bytes=2)
+    device = dataclasses.replace(host, load_onto_device=True)
+    h, d = estimate.terms(host, h200, 8), estimate.terms(device, h200, 8)
+    assert d["initialize_model_copy"] == estimate.intercept(estimate.fits(h200.points)["model_copy"], 8,
+                                                            8 * min(p.baseline for p in h200.points))
+    assert h["initialize_model_copy"].value - d["initialize_model_copy"].value >= 8 * 2 * host.shape.params
+    assert h["steady"] == d["steady"] and h["step_peak"] == d["step_peak"]  # only the load changes
+    from rssprobe.analysis import savephase
+
+    phases = savephase.load()
+    base = 8 * min(p.baseline for p in h200.points)
+    load = savephase.terms(device, phases, 8, d["steady"], base)["checkpoint_load"]
+    assert load == estimate.Term.exact(base + 8 * host.shape.largest_tensor * 2)
+
+
+def test_the_trainers_own_memory_is_in_every_phase(tmp_path: Path) -> None:
+    """--seen-steady: what the user saw above the steady estimate is the trainer's own, added to every phase to the
+    byte (ms-swift #8193: 60 GB seen in training, 6 GiB of DeepSpeed's; its save did not fit); seen below the
+    estimate, nothing is added and a note says so."""
+    args = ["estimate", "--model", "llama-3-8b", "--gpus-per-node", "4", "--stage", "2", "--node-ram", "256G"]
+    plain = as_json(args, tmp_path)
+    steady = plain["node"]["steady_rss_bytes"]
+    seen = int(steady + 40 * GIB)
+    got = as_json([*args, "--seen-steady", str(seen)], tmp_path)
+    own = got["trainer_own"]["bytes"]
+    assert own == int(seen - steady) == pytest.approx(40 * GIB, abs=1)
+    assert plain["trainer_own"]["bytes"] == 0 and got["trainer_own"]["seen_steady_bytes"] == seen
+    before = {r["key"]: r for r in plain["phases"]}
+    for row in got["phases"]:
+        assert row["bytes"] == pytest.approx(before[row["key"]]["bytes"] + own, abs=1e-3), row["key"]
+        assert row["upper_bytes"] == pytest.approx(before[row["key"]]["upper_bytes"] + own, abs=1e-3), row["key"]
+    assert got["node"]["peak_rss_bytes"] == pytest.approx(plain["node"]["peak_rss_bytes"] + own, abs=1e-3)
+    assert "GiB of the trainer's own" in got["answer"][0]
+    assert any("the trainer's own host memory 40.0 GiB" in a for a in got["assumptions"])
+    below = as_json([*args, "--seen-steady", "1G"], tmp_path)
+    assert below["trainer_own"]["bytes"] == 0 and [r["bytes"] for r in below["phases"]] == \
+        [r["bytes"] for r in plain["phases"]]
+    assert any("--seen-steady 1.00 GiB is below" in n for n in below["notes"])
+
+
 def test_trainable_option_reaches_the_answer(tmp_path: Path) -> None:
     got = as_json(["estimate", "--model", "llama-3-8b", "--gpus-per-node", "8", "--trainable", "0.5%"], tmp_path)
     full = as_json(["estimate", "--model", "llama-3-8b", "--gpus-per-node", "8"], tmp_path)
@@ -135,6 +179,12 @@ def test_trainable_option_reaches_the_answer(tmp_path: Path) -> None:
     (["tiny", "--gpus-per-node", "8", "--load-dtype", "bf16"], "Linear stack in fp32"),
     (["--model", "llama-3-8b", "--gpus-per-node", "8", "--trainable", "lots"], "a percentage"),
     (["--model", "llama-3-8b", "--gpus-per-node", "8", "--trainable", "200%"], "outside 1 to"),
+    (["--model", "llama-3-8b", "--ranks-per-node", "2", "--accelerator", "cpu", "--load-onto", "device"],
+     "a CPU target has no device"),
+    (["--model", "llama-3-8b", "--gpus-per-node", "8", "--stage", "3", "--load-onto", "device"],
+     "under zero.Init each rank loads only its partition"),
+    (["tiny", "--gpus-per-node", "8", "--load-onto", "device"], "Linear stack in host RAM"),
+    (["--model", "llama-3-8b", "--gpus-per-node", "8", "--seen-steady", "-5G"], "--seen-steady"),
 ])
 def test_refusals(tmp_path: Path, args: list[str], says: str) -> None:
     proc = cli(["estimate", *args], tmp_path)

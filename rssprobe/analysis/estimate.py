@@ -106,6 +106,12 @@ class Target:
     # CUDA with nothing offloaded (--no-offload-optimizer): the optimizer's states, its gradients and ZeRO's buffers
     # on the device; the per-parameter host terms fitted on the offloaded calibration do not apply (predicted)
     optimizer_on_device: bool = False
+    # host memory of the trainer's own on the node (its dataset, data-loader workers, tokenizer: what the user saw
+    # in steady training above the steady estimate, --seen-steady), spread over its ranks and held in every phase
+    trainer_bytes: int = 0
+    # from_pretrained with device_map onto the rank's GPU (--load-onto device, ms-swift below ZeRO-3): no whole copy
+    # of the model in host RAM before initialize; the load passes a tensor at a time through it (predicted)
+    load_onto_device: bool = False
 
 
 # the roles that exist for trainable parameters only (the optimizer's param groups hold only those: HF Trainer
@@ -167,6 +173,9 @@ def residuals(points: list[Point], steps: int | None = None) -> dict[str, list[f
 # What each fitted term grows with: the whole model (every rank computes every gradient, builds the whole model)
 # or the rank's own partition (initialize's transients are partition-sized: on CUDA each pinned buffer is first
 # made pageable and copied into its pinned block, DeepSpeedZeroOptimizer.__init__ / initialize_optimizer_states)
+# the figures the trainer's own memory (Target.trainer_bytes) is part of: every phase and what a phase is the larger of
+TRAINER_HELD = ("steady", "step_peak", "initialize_state", "initialize_model_copy", "initialize_peak",
+                "checkpoint_save", "checkpoint_load", "model_save")
 GROWS_WITH = {"steady": "model", "step_peak": "model", "initialize": "partition", "model_copy": "model",
               "checkpoint_save": "model", "checkpoint_load": "model"}
 
@@ -227,10 +236,12 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
         out.update(steady=fixed_only, step_peak=fixed_only, initialize_state=fixed_only)
     # the model every rank holds before initialize, fp32 as built; loaded, its tensors may stay in the mapped
     # checkpoint, not resident until read (docs/your-job.md): then the baseline alone is exact
-    whole = 0 if "checkpoint_load" in f else target.load_bytes * shape.params
+    on_host = 0 if target.load_onto_device else target.load_bytes  # bytes a parameter of the copy in host RAM
+    whole = 0 if "checkpoint_load" in f else on_host * shape.params
     # the calibration built its models in fp32: a model loaded in bf16 is the same line at half the bytes per
     # parameter (the fit evaluated at load_bytes / 4 of the parameters: its intercept, the baseline, unchanged)
-    copy = fitted(f["model_copy"], x["model_copy"] * target.load_bytes / partition.FP32, k, k * whole + base)
+    copy = fitted(f["model_copy"], x["model_copy"] * on_host / partition.FP32, k, k * whole + base) if on_host \
+        else intercept(f["model_copy"], k, base)  # no copy in host RAM: the line's fixed part alone
     out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
     out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
     peaks = [out["step_peak"], out["initialize_peak"]]
@@ -246,6 +257,11 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
                 out[key] = term
                 peaks += [term] if key in savephase.TERMS else []
     out["peak"] = larger(*peaks)
+    if target.trainer_bytes:  # held throughout: every phase, and the peak, shifted by the same exact bytes
+        own = Term.exact(target.trainer_bytes * k / target.ranks_per_node)
+        for key in (*TRAINER_HELD, "peak"):
+            if key in out:
+                out[key] = out[key] + own
     baseline = stats.mean_interval([float(p.baseline) for p in cal.points])
     fixed = f["steady"].intercept - baseline.value
     t = stats.t_quantile(f["steady"].dof)

@@ -505,6 +505,15 @@ class Provision(TypedDict, total=False):
 NodeRam = TypedDict("NodeRam", {"bytes": float | None, "from": str | None}, total=False)
 
 
+class TrainerOwn(TypedDict):
+    """The trainer's own host memory on the node (--seen-steady): what the user saw in steady training, this
+    estimate's steady figure of DeepSpeed's buffers, and the difference added to every phase (0: none)."""
+
+    seen_steady_bytes: float | None
+    estimated_steady_bytes: float
+    bytes: float
+
+
 class Change(TypedDict, total=False):
     change: str
     how: str

@@ -55,6 +55,7 @@ from .resultparts import (
     SizeRun,
     SweepFigureComparison,
     SweepGroup,
+    TrainerOwn,
     Versions,
     Zero,
 )
@@ -234,6 +235,7 @@ class Estimate(TypedDict):
     deepspeed_formula_rows: list[DeepSpeedFormula]  # ZeRO-3: zero_init=0 and =1, the target's marked
     assumptions: list[str]  # the job as the trainer runs it (config/trainerjob.py)
     other_way: Estimate | None  # ZeRO-3: the estimate with zero.Init the other way
+    trainer_own: TrainerOwn  # --seen-steady: the trainer's own host memory, in every phase
     versions: EstimateVersions
     measured_terms: dict[str, str]
     predicted_terms: dict[str, str]

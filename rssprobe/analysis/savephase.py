@@ -150,6 +150,8 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
     cal_bytes = max(1, round(sum(p.load_bytes for p in ph.points) / len(ph.points)))
     loaded = partition.partition_params(shape, zero) if target.zero_init and zero.stage == 3 else shape.params
     load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
+    if getattr(target, "load_onto_device", False):  # a tensor at a time through host memory on its way to the GPU
+        load = Term.exact(base + k * shape.largest_tensor * target.load_bytes)
     cuda = zero.accelerator != "cpu"
     d2h_module = Term.exact(shape.largest_tensor * zero.element_bytes if cuda else 0)
     if getattr(target, "optimizer_on_device", False):  # device tensors copied to the host a storage at a time
@@ -220,6 +222,13 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
     if target.load_bytes != round(sum(p.load_bytes for p in ph.points) / len(ph.points)):
         predicted["checkpoint_load_dtype"] = (f"loaded at {target.load_bytes} B/param: the measured line at "
                                               f"{target.load_bytes} / {ph.points[0].load_bytes} of the parameters")
+    if getattr(target, "load_onto_device", False):
+        measured.pop("checkpoint_load")
+        predicted.pop("checkpoint_load_dtype", None)
+        predicted["checkpoint_load"] = ("loaded onto the GPU (--load-onto device: device_map=\"cuda:LOCAL_RANK\"): "
+                                        "each rank's baseline plus its largest tensor, the one passing through "
+                                        "host memory at a time; the checkpoint's file pages are the page cache, "
+                                        "shared by the ranks and reclaimable, not counted")
     return measured, predicted
 
 
@@ -290,6 +299,8 @@ def sources(target: Any, cal: Any) -> dict[str, str]:
         "measured on CPU, host-side: same on CUDA" if cuda else "measured (CPU save/load calibration)"
     out["checkpoint_save"] = own if have_save else \
         "measured on CPU + predicted device-to-host copy" if cuda else "measured (CPU save/load calibration)"
+    if getattr(target, "load_onto_device", False):
+        out["checkpoint_load"] = "predicted: a tensor at a time onto the GPU"
     if getattr(target, "optimizer_on_device", False):
         out["checkpoint_save"] = "predicted: largest flat partition device-to-host"
     out["model_save"] = "predicted: 16-bit weights device-to-host + measured write" if cuda else \

@@ -50,6 +50,10 @@ from . import common_args
 @click.option("--load-dtype", type=click.Choice(["bf16", "fp32"]),
               help="The dtype a transformers model is loaded in, from_pretrained(torch_dtype=...) (default bf16, as "
                    "Trainer jobs load published checkpoints).")
+@click.option("--load-onto", "load_onto", type=click.Choice(["host", "device"]),
+              help="Where from_pretrained puts the weights: host (no device_map: HF Trainer's, accelerate's, "
+                   "LLaMA-Factory's default; every rank holds the whole model until deepspeed.initialize) or device "
+                   "(device_map=\"cuda:LOCAL_RANK\", as ms-swift loads below ZeRO-3: no whole copy in host RAM).")
 @click.option("--trainable", metavar="N|P%",
               help="Trainable parameters, a count (40M) or a share (0.5%) for an adapter: the optimizer's states, "
                    "fp32 master and gradients hold those only (default: all).")
@@ -58,6 +62,11 @@ from . import common_args
                    "with stage3_gather_16bit_weights_on_model_save true); checkpoint, DeepSpeed's save_checkpoint "
                    "(ZeRO-3 with that flag false: the Trainer saves the full checkpoint instead); none (default "
                    "model16, as the published ZeRO configs save).")
+@click.option("--seen-steady", "seen_steady", type=common_args.byte_size(), metavar="SIZE",
+              help="The host RAM your job's node used while it trained (steady, between steps; e.g. 60G from free "
+                   "or top): what it holds above this estimate's steady figure is the trainer's own (its dataset, "
+                   "data-loader workers, tokenizer), added to every phase, so that the load and the saves are "
+                   "answered for your job.")
 @click.option("--node-ram", type=common_args.byte_size(), metavar="SIZE",
               help="The node's RAM for the job, e.g. 2T or 1536G (default for a CPU target on one node: this "
                    "machine's MemTotal or cgroup limit, the smaller).")
@@ -88,8 +97,8 @@ from . import common_args
 def command(scenario_ref: str | None, model: str | None, hf_config: Path | None, overrides: tuple[str, ...],
             steps: int | None, params: float | None, gpus_per_node: int | None, ranks_per_node: int | None, nodes: int,
             accelerator: str | None, stage: int | None, offload_param: bool | None, offload_optimizer: bool | None,
-            zero_init: bool | None,
-            load_dtype: str | None, trainable: str | None, final_save: str | None, node_ram: int | None,
+            zero_init: bool | None, load_dtype: str | None, load_onto: str | None, trainable: str | None,
+            final_save: str | None, seen_steady: int | None, node_ram: int | None,
             calibration: Path | None, calibrate: bool, fresh: bool, allocator: str, malloc_env: tuple[str, ...],
             patches: tuple[str, ...], torch_alloc_conf: str | None, repeat: int | None,
             calibration_ranks: int | None, calibration_steps: int | None, calibration_params: list[float] | None,
@@ -106,5 +115,6 @@ def command(scenario_ref: str | None, model: str | None, hf_config: Path | None,
                                         env_ref=env_ref, python=python),
         calibration_ranks=calibration_ranks, calibration_steps=calibration_steps,
         calibration_params=calibration_params, argv=list(sys.argv), zero_init=zero_init, load_dtype=load_dtype,
-        trainable=trainable, final_save=final_save, offload_optimizer=offload_optimizer))
+        trainable=trainable, final_save=final_save, offload_optimizer=offload_optimizer, seen_steady=seen_steady,
+        load_onto=load_onto))
     output.render(fmt, estimateviews.show(data, fmt))

@@ -8,6 +8,10 @@ accelerate's defaults, resolved from `estimate`'s options and said in the answer
 * the load dtype: Trainer jobs call `from_pretrained(..., torch_dtype=torch.bfloat16)` (or "auto": a published
   checkpoint's bf16), so a rank that loads the whole model holds 2 bytes a parameter, not the 4 of an fp32 build.
   bf16 for a transformers model unless --load-dtype fp32; the Linear stack is built in fp32.
+* where the weights load: without a device_map (HF Trainer, accelerate, LLaMA-Factory) `from_pretrained` puts the
+  whole model in host RAM and deepspeed.initialize moves it; ms-swift passes device_map="cuda:LOCAL_RANK" below
+  ZeRO-3 (its get_default_device_map), so each tensor passes through host memory on its way to the GPU and no whole
+  copy is ever held there (--load-onto device: CUDA, without zero.Init).
 * the trainable fraction: the Trainer hands the optimizer the parameters that require grad; with an adapter
   (--trainable 0.5%, or a count) the fp32 master, its gradient and Adam's states hold those only.
 """
@@ -23,6 +27,7 @@ from .sizes import format_count
 
 LOAD_DTYPES = {"bf16": 2, "fp32": 4}
 FINAL_SAVES = ("model16", "checkpoint", "none")  # --final-save (module docstring)
+LOAD_ONTO = ("host", "device")  # --load-onto (module docstring)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class TrainerJob:
     trainable_params: int
     final_save: str = "model16"
     final_save_given: bool = False
+    load_onto: str = "host"  # "device": from_pretrained with device_map onto the rank's GPU
+    load_onto_given: bool = False
 
     @property
     def load_bytes(self) -> int:
@@ -62,6 +69,16 @@ class TrainerJob:
                    + f"{said[self.load_given]}"
                    + ("" if self.load_given or kind == "transformers" else ": rssprobe builds its Linear stack in fp32")
                    + f"; --load-dtype {'fp32' if self.load_dtype == 'bf16' else 'bf16'} for the other)")
+        if kind == "transformers" and not (stage == 3 and self.zero_init):
+            out.append("the weights loaded onto "
+                       + ("the host (from_pretrained without a device_map, "
+                          + ("as given" if self.load_onto_given else "HF Trainer's, accelerate's, LLaMA-Factory's")
+                          + "): every rank holds the whole model until deepspeed.initialize moves it; --load-onto "
+                          "device for device_map=\"cuda:LOCAL_RANK\" (ms-swift below ZeRO-3)"
+                          if self.load_onto == "host" else
+                          "the device (device_map=\"cuda:LOCAL_RANK\", as given: ms-swift's below ZeRO-3): a tensor "
+                          "at a time passes through host memory, no whole copy is held there; --load-onto host "
+                          "for the other"))
         out.append(f"optimizer states {'offloaded to host RAM' if offload_optimizer else 'on the device'}, parameters "
                    + ("offloaded" if offload_param else "on the device") + " (--offload-param / --no-offload-param"
                    + ", --offload-optimizer / --no-offload-optimizer)")
@@ -113,7 +130,8 @@ def parse_trainable(text: str | None, params: int) -> tuple[float, int]:
 
 
 def resolve(zero_init: bool | None, load_dtype: str | None, trainable: str | None, stage: int, kind: str,
-            params: int, final_save: str | None = None) -> TrainerJob:
+            params: int, final_save: str | None = None, load_onto: str | None = None,
+            accelerator: str = "cuda") -> TrainerJob:
     """The job's assumptions from the options (None: the trainer's default for this model and stage)."""
     if zero_init and stage != 3:
         raise UserError(f"--zero-init: deepspeed.zero.Init partitions the model at ZeRO stage 3 only (the target is "
@@ -126,8 +144,23 @@ def resolve(zero_init: bool | None, load_dtype: str | None, trainable: str | Non
     if final_save is not None and final_save not in FINAL_SAVES:
         raise UserError(f"--final-save {final_save}: one of {', '.join(FINAL_SAVES)}")
     fraction, count = parse_trainable(trainable, params)
-    return TrainerJob(zero_init=(stage == 3 and kind == "transformers") if zero_init is None else zero_init,
+    init = (stage == 3 and kind == "transformers") if zero_init is None else zero_init
+    if load_onto is not None and load_onto not in LOAD_ONTO:
+        raise UserError(f"--load-onto {load_onto}: one of {', '.join(LOAD_ONTO)}")
+    if load_onto == "device":
+        if accelerator == "cpu":
+            raise UserError("--load-onto device: a CPU target has no device; the model loads into host RAM")
+        if kind != "transformers":
+            raise UserError("--load-onto device: rssprobe builds its Linear stack in host RAM; where the weights "
+                            "load is a transformers model's (--model, --hf-config or a scenario of kind "
+                            "\"transformers\")")
+        if stage == 3 and init:
+            raise UserError("--load-onto device: under zero.Init each rank loads only its partition and no "
+                            "device_map is passed (transformers refuses one there); --no-zero-init for a ZeRO-3 job "
+                            "that loads onto the GPU first")
+    return TrainerJob(zero_init=init,
                       zero_init_given=zero_init is not None,
                       load_dtype=load_dtype or ("bf16" if kind == "transformers" else "fp32"),
                       load_given=load_dtype is not None, trainable=fraction, trainable_params=count,
-                      final_save=final_save or "model16", final_save_given=final_save is not None)
+                      final_save=final_save or "model16", final_save_given=final_save is not None,
+                      load_onto=load_onto or "host", load_onto_given=load_onto is not None)

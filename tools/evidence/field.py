@@ -31,7 +31,7 @@ GIB = 2**30
 GOAL = 0.15  # issue 41: where a job fit, the provision within 15% above what it used
 # options the code before issue 41 did not have: (option, how many values follow it)
 NEW_OPTIONS = {"--zero-init": 0, "--no-zero-init": 0, "--load-dtype": 1, "--trainable": 1, "--final-save": 1,
-               "--no-offload-optimizer": 0}
+               "--no-offload-optimizer": 0, "--load-onto": 1, "--seen-steady": 1}
 SAYS_NO = ("does not fit", "may not fit")
 # the final save: DeepSpeed's save_checkpoint, and the Trainer's 16-bit save_model where the estimate has that row
 SAVES = ("checkpoint_save", "model_save")
@@ -88,12 +88,13 @@ CASES: tuple[Case, ...] = (
           "--load-dtype", "bf16", "--node-ram", "744G"), "oom"),
     Case("ms6473", "ms-swift #6473", "https://github.com/modelscope/ms-swift/issues/6473",
          "Qwen3-30B-A3B-Base full SFT (--train_type full), swift 3.5.3 (HF Trainer underneath; no zero.Init below "
-         "ZeRO-3), bf16, --deepspeed zero2_offload (optimizer offloaded, pinned), 8 x H200, 1.5TB RAM",
+         "ZeRO-3; its get_default_device_map loads each rank's model straight onto cuda:LOCAL_RANK there), bf16, "
+         "--deepspeed zero2_offload (optimizer offloaded, pinned), 8 x H200, 1.5TB RAM",
          "\"the training and validation steps appear to complete successfully\"; RAM \"continuously climbs\" to "
          "\"1.7TiB used\" and the OOM killer ends it \"immediately after the final validation step\" (the final "
          "save)",
          ("--hf-config", _cfg("qwen3-30b-a3b"), "--gpus-per-node", "8", "--stage", "2", "--load-dtype", "bf16",
-          "--node-ram", "1.5T"), "oom", phase=SAVES,
+          "--load-onto", "device", "--node-ram", "1.5T"), "oom", phase=SAVES,
          cause="the training phases fit, as they did; the save, where the job died, has no estimate for a GPU "
                "target: the packaged H200 calibration neither loads nor saves (est-phases adds the save phase)",
          cause_estimated="the save is estimated at {save} GiB (upper {save_up}): the steady figure plus what the save "
@@ -102,28 +103,31 @@ CASES: tuple[Case, ...] = (
                          "after the first steps; a climb over a long run is not in the calibration's 6 steps)"),
     Case("ms8193-z2", "ms-swift #8193", "https://github.com/modelscope/ms-swift/issues/8193",
          "a 32B model (the thread does not name it: Qwen2.5-32B's shape here) full training with ms-swift, "
-         "--deepspeed zero2 (nothing offloaded), 4 GPUs; node RAM not said (the server froze at 250GB+)",
+         "--deepspeed zero2 (nothing offloaded; each rank's model loaded straight onto its GPU, ms-swift's "
+         "device_map below ZeRO-3), 4 GPUs; the 60GB the thread saw in training given as --seen-steady (what it holds "
+         "beyond DeepSpeed's is ms-swift's own: dataset, workers); node RAM not said (the server froze at 250GB+)",
          "\"CPU memory stable at about 60GB\" in training and validation; at the model save \"CPU memory jumped to "
          "250GB+\" and the server froze",
          ("--hf-config", _cfg("qwen2.5-32b"), "--gpus-per-node", "4", "--stage", "2", "--no-offload-optimizer",
-          "--node-ram", "256G"), "oom", phase=SAVES,
-         cause="the final save is estimated at {save} GiB (upper {save_up}): the steady {steady} GiB plus the "
-               "consolidated bf16 model cloned to host RAM on each of the 4 ranks, the jump the thread saw (about "
-               "60GB to 250GB+); it stays under the 256G assumed here (the thread does not say the node's RAM). The "
-               "thread's steady 60GB is above rssprobe's {steady} GiB by host memory of ms-swift's own (its dataset, "
-               "workers) that a DeepSpeed calibration does not have; on top of it the save would not fit"),
+          "--load-onto", "device", "--seen-steady", "60G", "--node-ram", "256G"), "oom", phase=SAVES,
+         cause="the final save is estimated at {save} GiB (upper {save_up}): the steady {steady} GiB (the 60GB "
+               "seen, ms-swift's own memory included) plus the consolidated bf16 model cloned to host RAM on each of "
+               "the 4 ranks, the jump the thread saw (about 60GB to 250GB+); the node's RAM is not said (256G "
+               "assumed here)"),
     Case("ms8193-z3", "ms-swift #8193", "https://github.com/modelscope/ms-swift/issues/8193",
          "the same job with --deepspeed zero3 (nothing offloaded; zero.Init: ms-swift parses its arguments before "
-         "the model loads)",
+         "the model loads, and passes no device_map at ZeRO-3), its own memory as seen under zero2 (--seen-steady "
+         "60G: the same trainer and dataset)",
          "\"after changing --deepspeed zero2 to --deepspeed zero3 the problem was solved ... tens of GB of memory are "
          "enough\"",
          ("--hf-config", _cfg("qwen2.5-32b"), "--gpus-per-node", "4", "--stage", "3", "--no-offload-param",
-          "--zero-init", "--no-offload-optimizer", "--node-ram", "256G"), "fit",
+          "--zero-init", "--no-offload-optimizer", "--seen-steady", "60G", "--node-ram", "256G"), "fit",
          cause="its highest phase, {top_phase} at {top} GiB, is above the 256G assumed for the node"),
     Case("at263", "ArcticTraining #263", "https://github.com/snowflakedb/ArcticTraining/issues/263",
-         "Llama 70B (Llama-3.1-70B's shape here) with ArcticTraining (latest in Aug 2025; its own trainer, "
-         "zero.Init not said), ZeRO-3 with optimizer and parameters offloaded, one 8 x H200 node (2TB RAM, as the "
-         "thread's figure implies), bf16",
+         "Llama 70B (Llama-3.1-70B's shape here) with ArcticTraining (main in Aug 2025: its trainer.py registers "
+         "HfDeepSpeedConfig before its model factory calls from_pretrained, so zero.Init; the factory loads in its "
+         "default dtype, bf16; both the same at 591ddf50, DeepSpeed >= 0.17.4), ZeRO-3 with optimizer and parameters "
+         "offloaded, one 8 x H200 node (2TB RAM, as the thread's figure implies)",
          "\"during the zero 3 offload init the cpu memory explodes up to 2TB and runs out of memory. Not happening "
          "on AT 591ddf50\"",
          ("--hf-config", _cfg("llama-3.1-70b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
@@ -132,7 +136,9 @@ CASES: tuple[Case, ...] = (
                "fitted on a ZeRO-2 calibration) fits; the steps may not ({steady} GiB, upper {steady_up}): DeepSpeed "
                "0.19.8's ZeRO-3 makes Adam's states at the first step (initialize_optimizer_states no longer steps), "
                "so rssprobe puts the node's highest figure after set-up. The thread blames a change in ArcticTraining "
-               "(an earlier commit set up fine), which an estimate of DeepSpeed's buffers cannot see; before issue "
+               "(an earlier commit set up fine), but its model loading and its deepspeed.initialize call are the same "
+               "at both commits (git diff 591ddf50..7e49c65: only a loss function, checkpoint resume and the "
+               "DeepSpeed floor changed), so what made set-up climb is not in the job's configuration; before issue "
                "41 the initialize row was 8 whole fp32 copies, which is what the old code assumed, not what the "
                "thread says happened"),
     Case("at263-nozi", "ArcticTraining #263", "https://github.com/snowflakedb/ArcticTraining/issues/263",

@@ -5,6 +5,7 @@ analysis/dsformula.py (DeepSpeed's formula beside it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import cast
 
 from ...analysis import calibration as calib
@@ -36,7 +37,7 @@ def run(req: Request) -> Estimate:
     scen, shape, origin = target_scenario(req, read)
     on_device = optimizer_kept(req, q.accelerator, scen.zero.offload_param is not None)
     job = trainerjob.resolve(req.zero_init, req.load_dtype, req.trainable, scen.zero.stage, scen.model.kind,
-                             shape.params, req.final_save)
+                             shape.params, req.final_save, req.load_onto, q.accelerator)
     ranks = q.ranks
     checked = check(req, q, scen, shape, read)
     plan = checked.plan
@@ -57,8 +58,13 @@ def run(req: Request) -> Estimate:
     pinning = "register" if PIN_REGISTER in checked.asked else "torch"
     target = arithmetic.Target(shape, zero, ranks, req.nodes, pin_rule, pinning, scen.steps, zero_init=job.zero_init,
                                load_bytes=job.load_bytes, trainable=job.trainable,
-                               final_save=job.final_save, optimizer_on_device=on_device)
+                               final_save=job.final_save, optimizer_on_device=on_device,
+                               load_onto_device=job.load_onto == "device")
     out = arithmetic.estimate(target, cal)
+    trainer = estimate_job.trainer_own(req.seen_steady, out["node"]["steady_rss_bytes"])
+    if trainer["bytes"]:
+        target = replace(target, trainer_bytes=trainer["bytes"])
+        out = arithmetic.estimate(target, cal)
     measured, predicted = terms(cal, pin_rule, req, q, info)
     phase_measured, phase_predicted = savephase.rules(target, cal.phases)  # how each carries to the target
     measured, predicted = {**phase_measured, **measured}, {**phase_predicted, **predicted}
@@ -67,6 +73,7 @@ def run(req: Request) -> Estimate:
                                             "cost (the per-parameter host terms fitted on the offloaded calibration "
                                             "left out)")
     notes = list(out.pop("notes"))
+    notes += [trainer["note"]] if trainer["note"] else []
     notes.extend(calibration_notes(req, q, plan, cal, out, scen, zero.world, shape.params))
     ram, ram_from = (req.node_ram, "--node-ram") if req.node_ram is not None else \
         memlimits.node_ram() if q.for_this_machine else (None, None)
@@ -80,11 +87,13 @@ def run(req: Request) -> Estimate:
     for c in fixes:
         c["command"] = estimate_job.command(argv, c["flags"])
     unit = ("GPU" if q.accelerator == "cuda" else "CPU rank") + ("s" if ranks != 1 else "")
-    loaded = [f"loaded in {job.load_dtype}"] if scen.model.kind == "transformers" else []
+    loaded = [f"loaded in {job.load_dtype}" + (" onto the GPUs" if job.load_onto == "device" else "")] \
+        if scen.model.kind == "transformers" else []
     loaded += [f"{job.trainable:.2%} trainable"] if job.trainable < 1 else []
     size = f"{shape.params / 1e9:,.2f} B params" if shape.params >= 1e9 else f"{shape.params / 1e6:,.1f} M params"
     init = "" if zero.stage < 3 else " under zero.Init" if job.zero_init else " without zero.Init"
-    what = f"{scen.name} ({', '.join([size, *loaded])}) at ZeRO-{zero.stage}{init} on {ranks} {unit} per node"
+    what = f"{scen.name} ({', '.join([size, *loaded])}) at ZeRO-{zero.stage}{init} on {ranks} {unit} per node" \
+        + (f", with {provision.gib(trainer['bytes'])} GiB of the trainer's own" if trainer["bytes"] else "")
     measure = estimate_job.measure_hint(q.accelerator, rows, bool(cal.provenance.get("packaged")), req.argv)
     for r in rows:
         if not r["measured"] and measure:
@@ -94,8 +103,8 @@ def run(req: Request) -> Estimate:
     other = estimate_job.other_way(target, cal, ram, job.load_dtype) if zero.stage == 3 else None
     if other is not None:
         answer.insert(1, other["sentence"])
-    assumptions = job.assumptions(zero.stage, not on_device, zero.offload_param,
-                                  scen.model.kind)
+    assumptions = [*job.assumptions(zero.stage, not on_device, zero.offload_param, scen.model.kind),
+                   trainer["assumption"]]
     lock = provision.lock_check(out["rank"]["pinned_requested_bytes"],
                                 memlimits.lock_limit() if q.for_this_machine else None)
     rows_ds = [dsformula.formula(shape.params, ranks, req.nodes, zero.stage, zero.offload_param, z)
@@ -108,6 +117,7 @@ def run(req: Request) -> Estimate:
     estimator = formula["deepspeed_bytes"]
     return cast(Estimate, {FORMAT_KEY: FORMAT_VERSION,
             "answer": answer, "assumptions": assumptions, "other_way": other,
+            "trainer_own": {k: trainer[k] for k in ("seen_steady_bytes", "estimated_steady_bytes", "bytes")},
             "deepspeed_formula_rows": rows_ds,
             "target": describe_target(scen, shape, zero, req, q, origin), **out,
             "phases": rows, "provision": {**prov, "line": provision.provision_line(prov)},

@@ -98,3 +98,22 @@ def other_way(target: arithmetic.Target, cal: Calibration, ram: int | None, load
                 f"({'--zero-init' if other.zero_init else '--no-zero-init'}).")
     return {"zero_init": other.zero_init, "initialize_peak_bytes": init["bytes"], "provision_bytes": prov["bytes"],
             "phases": rows, "sentence": sentence}
+
+
+def trainer_own(seen: int | None, steady: float) -> dict[str, Any]:
+    """The trainer's own host memory on the node from what the user saw in steady training (--seen-steady) and this
+    estimate's steady figure of DeepSpeed's buffers, with the assumption line and, where the user saw less than the
+    estimate, a note saying so (nothing is taken away: the estimate is not fitted to one observation)."""
+    if seen is None:
+        return {"seen_steady_bytes": None, "estimated_steady_bytes": steady, "bytes": 0, "note": None,
+                "assumption": "no host memory of the trainer's own beyond DeepSpeed's and torch's (its dataset, "
+                              "data-loader workers, tokenizer): --seen-steady SIZE, what your job's node used "
+                              "while it trained, adds it to every phase"}
+    own = max(0, int(seen - steady))
+    note = None if own else (f"--seen-steady {provision.gib(seen)} GiB is below this estimate's steady "
+                             f"{provision.gib(steady)} GiB of DeepSpeed's buffers: nothing is added (check the rank "
+                             "count, the offload and the dtype asked against the job's)")
+    return {"seen_steady_bytes": seen, "estimated_steady_bytes": steady, "bytes": own, "note": note,
+            "assumption": f"the trainer's own host memory {provision.gib(own)} GiB per node (its dataset, data-loader "
+                          f"workers, tokenizer), in every phase: the {provision.gib(seen)} GiB seen in steady "
+                          f"training (--seen-steady) less this estimate's steady {provision.gib(steady)} GiB"}

@@ -45,6 +45,10 @@ class Request:
     trainable: str | None = None
     final_save: str | None = None
     offload_optimizer: bool | None = None  # False: the optimizer on the GPU (CUDA only; None: offloaded)
+    # the node's host RAM the user saw their job use in steady training (--seen-steady): above the estimate's
+    # steady figure, the trainer's own memory (analysis/estimate.py Target.trainer_bytes)
+    seen_steady: int | None = None
+    load_onto: str | None = None  # "device": from_pretrained(device_map="cuda:LOCAL_RANK") (None: the host)
 
 
 @dataclass
