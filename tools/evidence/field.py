@@ -100,7 +100,8 @@ CASES: tuple[Case, ...] = (
          cause_estimated="the save is estimated at {save} GiB (upper {save_up}): the steady figure plus what the save "
                          "holds on top of it, which fits in 1.5T; the thread saw RAM climb through training and reach "
                          "1.7TiB at the save, more than the estimate holds at any phase (its steady figure levels off "
-                         "after the first steps; a climb over a long run is not in the calibration's 6 steps)"),
+                         "after the first steps; a climb over a long run is not in the calibration's 6 steps; "
+                         "whether checkpoints pile up is measured below)"),
     Case("ms8193-z2", "ms-swift #8193", "https://github.com/modelscope/ms-swift/issues/8193",
          "a 32B model (the thread does not name it: Qwen2.5-32B's shape here) full training with ms-swift, "
          "--deepspeed zero2 (nothing offloaded; each rank's model loaded straight onto its GPU, ms-swift's "
@@ -405,7 +406,59 @@ def page(root: Path = FIELD) -> str:
                      f"{f'{pa}: {judge_phase(a, c)}' if pa else ''} | {said(b, c)} | {judge(b, c)} | "
                      f"{f'{pb}: {judge_phase(b, c)}' if pb else ''} | {versus_used(a, c)} | "
                      f"{why(a, c)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + saves_section(root / "saves")) + "\n"
+
+
+def saves_section(where: Path) -> list[str]:
+    """Does RSS climb save after save? From reports/field/saves/ (its evidence.sh: a run with a checkpoint every 2
+    steps and a control with none during training, the pair repeated): the node's RSS after the last step and the
+    sum of its ranks' high-water marks after the final save_model, in bytes per parameter of the model; empty where
+    the runs are not there."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in sorted(where.glob("*-*-*.json")):
+        kind, rep, _rank = f.stem.split("-")
+        runs.setdefault((kind, rep), []).append(json.loads(f.read_text(encoding="utf-8")))
+    if not runs:
+        return []
+    any_run = next((v for (kind, _r), v in sorted(runs.items()) if kind == "saves"), next(iter(runs.values())))[0]
+    n = any_run["params"]
+
+    def node(ranks: list[dict[str, Any]]) -> tuple[int, float, float]:
+        last = sum([e for e in r["log"] if e["at"] == "step"][-1]["rss"] for r in ranks) / n
+        hwm = sum(next(e for e in r["log"] if e["at"] == "final_save")["hwm"] for r in ranks) / n
+        return len([e for e in ranks[0]["log"] if e["at"] == "save"]), last, hwm
+
+    out = ["", "## Does host RAM climb save after save? (ms6473)", "",
+           f"HF Trainer at ZeRO-2 with the optimizer offloaded, {any_run['ranks']} CPU ranks, a {n / 1e6:,.1f} M "
+           f"Llama, {any_run['steps']} steps and the final save_model, glibc's defaults: with a checkpoint every "
+           f"{any_run['every']} steps (each: save_model's 16-bit clone on every rank, then DeepSpeed's "
+           "save_checkpoint), and a control that saves only at its end; the pair run twice, alternating "
+           "(`bash reports/field/saves/evidence.sh`, reports/field/saves/climb.py). Node figures in bytes per "
+           "parameter of the model (the ranks summed; a 16-bit clone on each of the 2 ranks is 4):", "",
+           "| repeat | run | checkpoint saves | RSS after the last step | final save: the ranks' high-water marks |",
+           "|---:|---|---:|---:|---:|"]
+    diffs, controls = [], []
+    for rep in sorted({r for _k, r in runs}):
+        got = {kind: node(runs[(kind, rep)]) for kind in ("saves", "control") if (kind, rep) in runs}
+        for kind, (saves, last, hwm) in got.items():
+            out.append(f"| {rep} | {kind} | {saves} | {last:.2f} | {hwm:.2f} |")
+        controls += [got["control"][1]] if "control" in got else []
+        if len(got) == 2:
+            diffs.append((got["saves"][1] - got["control"][1], got["saves"][2] - got["control"][2]))
+    if diffs and len(controls) > 1:
+        steps = ", ".join(f"{d[0]:+.2f}" for d in diffs)
+        peaks = ", ".join(f"{d[1]:+.2f}" for d in diffs)
+        spread = max(controls) - min(controls)
+        word = ("no climb from the checkpoints is measurable here: the runs that saved every "
+                f"{any_run['every']} steps end no higher than the controls beyond the controls' own spread between "
+                f"repeats ({spread:.2f} B/param)") if max(d[0] for d in diffs) <= spread else \
+            (f"the runs that saved end higher than the controls by more than the controls' own spread between "
+             f"repeats ({spread:.2f} B/param): checkpoints leave memory behind here")
+        out += ["", f"With the checkpoints against without, repeat by repeat: RSS after the last step {steps} B/param, "
+                f"the final save's high-water marks {peaks} B/param; {word}. rssprobe's save rows hold what one save "
+                "holds (the steady figure plus the clones and the writer's transient), whatever the saves before it "
+                "(one model on the CPU, two repeats: what ms6473 saw climb is not explained by this)."]
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
