@@ -289,6 +289,15 @@ def test_a_size_that_is_not_one_is_refused_with_the_reason(text: str) -> None:
             parse(text)
 
 
+@pytest.mark.parametrize("text", ["1e30", "2PiB", str(2**50 + 1)])
+def test_an_absurd_amount_of_memory_is_refused(text: str) -> None:
+    """--node-ram and --seen-steady: past 1 PiB is a typo, not a node (1e30 was taken, and printed as the trainer's
+    own 931 billion billion GiB); 1 PiB itself is still an amount."""
+    with pytest.raises(ValueError, match="more than 1 PiB"):
+        sizes.nbytes(text)
+    assert sizes.nbytes(str(2**50)) == 2**50
+
+
 def test_the_shipped_models_are_their_published_shapes() -> None:
     """Every model file builds (on the meta device) exactly the parameter count it declares (the model card's
     total: Llama 2 7B 6,738,415,616 ...); names, Hugging Face ids and any case find it; an unknown name is one

@@ -72,9 +72,17 @@ def counts(text: str) -> list[float]:
     return [count(item) for item in items(text)]
 
 
+# the largest amount of memory taken: a node's RAM is TiBs; 1 PiB is past any machine's, a typo (1e30, 5PB)
+MAX_BYTES = 2**50
+
+
 def nbytes(text: str) -> int:
-    """An amount of memory in bytes: '512G' and '512GiB' -> 512 x 2^30, '2TB' -> 2e12, '1.5T'; ValueError otherwise."""
-    return int(_scaled(text, BYTE_UNITS, "an amount of memory", "512G, 1.5TiB, 2TB: KiB..TiB or KB..TB"))
+    """An amount of memory in bytes: '512G' and '512GiB' -> 512 x 2^30, '2TB' -> 2e12, '1.5T'; ValueError otherwise
+    (and above MAX_BYTES)."""
+    n = int(_scaled(text, BYTE_UNITS, "an amount of memory", "512G, 1.5TiB, 2TB: KiB..TiB or KB..TB"))
+    if n > MAX_BYTES:
+        raise ValueError(f"{text!r} is more than 1 PiB: not a machine's memory")
+    return n
 
 
 def format_count(n: float) -> str:
