@@ -11,10 +11,15 @@ Each figure is per rank, above something the target's own estimate has:
 * checkpoint load: the load's exact peak above the pre-model baseline, fitted against the parameters loaded (the
   model's bytes in the calibration's load dtype). Carried: from_pretrained builds the model in host memory before
   deepspeed.initialize moves it (the Trainer passes no device_map), so the load above the baseline is host-side and
-  identical on CUDA; the baseline is the target calibration's. Without zero.Init every rank loads the whole model;
-  under zero.Init (ZeRO-3) each rank keeps its partition: the same line at the partition's parameters (predicted:
-  not calibrated under zero.Init). A load in fp32 is the line at twice the bf16 bytes. Every rank at its peak at
-  once: the node is the ranks' sum.
+  identical on CUDA; the baseline is the target calibration's. Without zero.Init every rank loads the whole model.
+  Under zero.Init (ZeRO-3, the DeepSpeed config made before from_pretrained) transformers builds the model
+  partitioned, then rank 0 reads every shard of the checkpoint and each layer is gathered whole on every rank
+  while rank 0 copies its values in (_load_state_dict_into_zero3_model): measured in a 2-rank sweep that loads so,
+  rank 0 and the other ranks apart, each as its peak above the baseline less its partition's bytes (exact), fitted
+  against the whole model's parameters; a target of k ranks is rank 0's line plus k - 1 times the others', each
+  with its own partition's bytes. Without such points, the whole-load line at the partition's parameters
+  (predicted). A load in fp32 is the line at twice the bf16 bytes. Every rank at its peak at once: the node is the
+  ranks' sum.
 * checkpoint save (DeepSpeed's save_checkpoint): each rank serializes its optimizer partition (fp32 master, Adam's
   states: host memory with the optimizer offloaded, identical on CUDA) and rank 0 the module's states. Its peak
   above the RSS at entry is fitted against the rank's partition; on CUDA rank 0's module states are device tensors,
@@ -55,7 +60,7 @@ from . import partition, stats
 from .term import Term, fitted
 
 PACKED = "rssprobe-save-load-calibration"
-PACKED_FORMAT = 1
+PACKED_FORMAT = 2  # 2: the zero.Init load's points (ranks, zero_init, the other ranks' load); 1 is read as well
 PACKAGED = ("rssprobe.data", "calibrations", "cpu-save-load.json")
 SAVE_CHECKPOINT, MODEL_16BIT = "save_checkpoint", "model_16bit"  # the worker's save kinds (contract.SAVE_KINDS)
 # the terms this module adds to an estimate (analysis/estimate.py FIELDS, PHASES)
@@ -75,6 +80,13 @@ class PhasePoint:
     save_checkpoint: int  # save_checkpoint's peak above its entry RSS
     model_16bit: int  # the consolidated save's peak above its entry RSS
     state_dict: int  # the consolidated state dict's bytes on rank 0 (exact: storages)
+    # a load under zero.Init (ZeRO-3): its ranks, rank 0's partition bytes at the load (exact), and rank 1's
+    # baseline and load peak (the ranks other than 0 load alike); 0 for a whole-model load (format 1)
+    ranks: int = 1
+    zero_init: int = 0
+    load_partition_bytes: int = 0
+    other_baseline: int = 0
+    other_load_peak: int = 0
 
 
 @dataclass
@@ -88,9 +100,13 @@ class Phases:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
-        sizes = ", ".join(f"{n / 1e6:.1f} M" for n in sorted({p.params for p in self.points}))
+        whole = [p for p in self.points if not p.zero_init]
+        init = [p for p in self.points if p.zero_init]
+        sizes = ", ".join(f"{n / 1e6:.1f} M" for n in sorted({p.params for p in whole}))
+        more = "" if not init else (f"; {len(init)} under zero.Init at {'/'.join(sorted({str(p.ranks) for p in init}))}"
+                                    " ranks, ZeRO-3")
         v = self.versions
-        return (f"the packaged CPU save/load calibration ({self.scenario}, {len(self.points)} runs at {sizes}, "
+        return (f"the packaged CPU save/load calibration ({self.scenario}, {len(whole)} runs at {sizes}{more}, "
                 f"torch {v.get('torch')}, DeepSpeed {v.get('deepspeed')}, {self.provenance.get('date', '?')})")
 
 
@@ -103,23 +119,43 @@ def point(s: Any) -> PhasePoint | str:
     held = saves[MODEL_16BIT].get("state_dict_bytes")
     if not held:
         return "its consolidated save built no state dict on rank 0"
-    return PhasePoint(run=str(s.run.path), params=int(s.params), partition=int(s.partition_params or s.params),
+    partition_params = int(s.partition_params or s.params)
+    zero_init: dict[str, int] = {}
+    if load.get("zero_init"):  # the other ranks load alike: rank 1 stands for them
+        other = s.of_rank(1) if s.manifest.world_size > 1 else None
+        other_load = (other.by_kind.get("load") or [None])[0] if other is not None else None
+        if other is None or other.baseline is None or other_load is None:
+            return "a zero.Init load without rank 1's baseline and load"
+        zero_init = {"ranks": int(s.manifest.world_size), "zero_init": 1,
+                     "load_partition_bytes": int(load["partition_bytes"]),
+                     "other_baseline": int(other.baseline["rss"]), "other_load_peak": int(other_load["peak"])}
+    loaded_bytes = int(load["partition_bytes"]) / partition_params if zero_init else \
+        int(load["whole_bytes"]) / int(s.params)
+    return PhasePoint(run=str(s.run.path), params=int(s.params), partition=partition_params,
                       baseline=int(s.baseline["rss"]), load_peak=int(load["peak"]),
-                      load_bytes=round(int(load["whole_bytes"]) / int(s.params)),
+                      load_bytes=round(loaded_bytes),
                       save_checkpoint=int(saves[SAVE_CHECKPOINT]["peak"] - saves[SAVE_CHECKPOINT]["entry_rss"]),
                       model_16bit=int(saves[MODEL_16BIT]["peak"] - saves[MODEL_16BIT]["entry_rss"]),
-                      state_dict=int(held))
+                      state_dict=int(held), **zero_init)
 
 
 def fits(ph: Phases) -> dict[str, stats.ProportionalFit]:
-    """Each measured figure against what it grows with (module docstring)."""
-    pts = ph.points
-    return {"checkpoint_load": stats.proportional_fit([float(p.params) for p in pts],
-                                                      [float(p.load_peak - p.baseline) for p in pts]),
-            "checkpoint_save": stats.proportional_fit([float(p.partition) for p in pts],
-                                                      [float(p.save_checkpoint) for p in pts]),
-            "model_save": stats.proportional_fit([float(p.params) for p in pts],
-                                                 [float(p.model_16bit - p.state_dict) for p in pts])}
+    """Each measured figure against what it grows with (module docstring); the zero.Init load's two lines where
+    the calibration has zero.Init points at 2 sizes or more (the saves and the whole load: the other points)."""
+    pts = [p for p in ph.points if not p.zero_init]
+    zi = [p for p in ph.points if p.zero_init]
+    out = {} if len({p.params for p in zi}) < 2 else {
+        "checkpoint_load_zero_init": stats.proportional_fit(
+            [float(p.params) for p in zi], [float(p.load_peak - p.baseline - p.load_partition_bytes) for p in zi]),
+        "checkpoint_load_zero_init_other": stats.proportional_fit(
+            [float(p.params) for p in zi],
+            [float(p.other_load_peak - p.other_baseline - p.load_partition_bytes) for p in zi])}
+    return out | {"checkpoint_load": stats.proportional_fit([float(p.params) for p in pts],
+                                                          [float(p.load_peak - p.baseline) for p in pts]),
+                  "checkpoint_save": stats.proportional_fit([float(p.partition) for p in pts],
+                                                          [float(p.save_checkpoint) for p in pts]),
+                  "model_save": stats.proportional_fit([float(p.params) for p in pts],
+                                                     [float(p.model_16bit - p.state_dict) for p in pts])}
 
 
 def holders(zero: partition.Zero, k: int) -> int:
@@ -147,9 +183,17 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
     target calibration's lowest baseline (every figure's floor)."""
     f = f or fits(ph)
     shape, zero = target.shape, target.zero
-    cal_bytes = max(1, round(sum(p.load_bytes for p in ph.points) / len(ph.points)))
-    loaded = partition.partition_params(shape, zero) if target.zero_init and zero.stage == 3 else shape.params
+    whole_points = [p for p in ph.points if not p.zero_init]
+    cal_bytes = max(1, round(sum(p.load_bytes for p in whole_points) / len(whole_points)))
+    under_init = target.zero_init and zero.stage == 3
+    loaded = partition.partition_params(shape, zero) if under_init else shape.params
     load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
+    if under_init and "checkpoint_load_zero_init" in f:  # measured: rank 0's line, k - 1 times the others'
+        part = Term.exact(k * partition.partition_params(shape, zero) * target.load_bytes)
+        x = shape.params * target.load_bytes / cal_bytes
+        load = Term.exact(base) + part + fitted(f["checkpoint_load_zero_init"], x, 1, 0.0)
+        if k > 1:
+            load = load + fitted(f["checkpoint_load_zero_init_other"], x, k - 1, 0.0)
     if getattr(target, "load_onto_device", False):  # a tensor at a time through host memory on its way to the GPU
         load = Term.exact(base + k * shape.largest_tensor * target.load_bytes)
     cuda = zero.accelerator != "cpu"
@@ -216,10 +260,20 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
     elif cuda:
         predicted["checkpoint_save_module"] = ("rank 0's module states copied device-to-host one storage at a time "
                                                "by torch.save: the largest tensor's 16-bit bytes")
-    if target.zero_init and zero.stage == 3:
+    if target.zero_init and zero.stage == 3 and any(p.zero_init for p in ph.points):
+        ranks = sorted({p.ranks for p in ph.points if p.zero_init})
+        measured["checkpoint_load"] = (f"{on}: under zero.Init ({'/'.join(map(str, ranks))} ranks: rank 0 reads "
+                                       "every shard, every rank gathers each layer whole while rank 0 fills it), "
+                                       "rank 0's peak and the other ranks' above the baseline, less the partition's "
+                                       "bytes, per parameter of the whole model; the target's partition added "
+                                       "exactly; host-side" + (" (identical on CUDA with the parameters offloaded; "
+                                                               "without, the layers gather on the device: an upper "
+                                                               "side)" if cuda else ""))
+    elif target.zero_init and zero.stage == 3:
         predicted["checkpoint_load"] = ("under zero.Init each rank keeps its partition: the measured load line at "
                                         "the partition's parameters (not calibrated under zero.Init)")
-    if target.load_bytes != round(sum(p.load_bytes for p in ph.points) / len(ph.points)):
+    whole_points = [p for p in ph.points if not p.zero_init]
+    if target.load_bytes != round(sum(p.load_bytes for p in whole_points) / len(whole_points)):
         predicted["checkpoint_load_dtype"] = (f"loaded at {target.load_bytes} B/param: the measured line at "
                                               f"{target.load_bytes} / {ph.points[0].load_bytes} of the parameters")
     if getattr(target, "load_onto_device", False):
@@ -254,13 +308,16 @@ def unpack(data: dict[str, Any], path: Path) -> Phases:
                      {str(k): str(v) for k, v in dict(data["malloc_env"]).items()}, dict(data.get("provenance") or {}))
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{path}: damaged save/load calibration ({type(e).__name__}: {e})") from None
-    if len({p.params for p in points}) < 2:
+    if len({p.params for p in points if not p.zero_init}) < 2:
         raise UserError(f"{path}: a save/load calibration needs runs at 2 sizes or more")
     return out
 
 
 def _point(p: dict[str, Any]) -> PhasePoint:
-    counts = {name: _count(p[name]) for name in PhasePoint.__dataclass_fields__ if name != "run"}
+    fields = PhasePoint.__dataclass_fields__
+    # a field with a default (the zero.Init load's, format 2) may be absent (format 1)
+    counts = {name: _count(p[name] if name in p or not isinstance(fields[name].default, int) else fields[name].default)
+              for name in fields if name != "run"}
     return PhasePoint(run=str(p["run"]), **counts)
 
 
@@ -294,8 +351,10 @@ def sources(target: Any, cal: Any) -> dict[str, str]:
     out = {key: own for key in ("initialize_peak", "steady", "step_peak")}
     have_load = bool(cal.points) and all(p.load_peak is not None for p in cal.points)
     have_save = bool(cal.points) and all(p.checkpoint_peak is not None for p in cal.points)
+    zero_init_measured = cal.phases is not None and any(p.zero_init for p in cal.phases.points)
     out["checkpoint_load"] = "calibration" if have_load else \
-        "predicted: CPU load line at the partition (zero.Init)" if target.zero_init and zero.stage == 3 else \
+        "measured on CPU under zero.Init (2 ranks)" if target.zero_init and zero.stage == 3 and zero_init_measured \
+        else "predicted: CPU load line at the partition (zero.Init)" if target.zero_init and zero.stage == 3 else \
         "measured on CPU, host-side: same on CUDA" if cuda else "measured (CPU save/load calibration)"
     out["checkpoint_save"] = own if have_save else \
         "measured on CPU + predicted device-to-host copy" if cuda else "measured (CPU save/load calibration)"

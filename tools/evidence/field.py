@@ -134,9 +134,10 @@ CASES: tuple[Case, ...] = (
          ("--hf-config", _cfg("llama-3.1-70b"), "--gpus-per-node", "8", "--stage", "3", "--zero-init",
           "--load-dtype", "bf16", "--node-ram", "2T"), "oom", phase=("initialize_peak",),
          cause="its initialize peak ({state} GiB: the buffers deepspeed.initialize leaves plus its transients, "
-               "fitted on a ZeRO-2 calibration) fits; the steps may not ({steady} GiB, upper {steady_up}): DeepSpeed "
-               "0.19.8's ZeRO-3 makes Adam's states at the first step (initialize_optimizer_states no longer steps), "
-               "so rssprobe puts the node's highest figure after set-up. The thread blames a change in ArcticTraining "
+               "fitted on a ZeRO-2 calibration) fits; the steps may not ({steady} GiB, upper {steady_up}): DeepSpeed's "
+               "ZeRO-3 makes Adam's states at the first step (initialize_optimizer_states stopped stepping the "
+               "optimizer in 0.13.2, DeepSpeed #5104: the thread's 0.17.4 as the 0.19.8 here), so rssprobe puts the "
+               "node's highest figure after set-up. The thread blames a change in ArcticTraining "
                "(an earlier commit set up fine), but its model loading and its deepspeed.initialize call are the same "
                "at both commits (git diff 591ddf50..7e49c65: only a loss function, checkpoint resume and the "
                "DeepSpeed floor changed), so what made set-up climb is not in the job's configuration; before issue "

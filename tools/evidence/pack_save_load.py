@@ -2,12 +2,14 @@
 (rssprobe/data/calibrations/cpu-save-load.json, read by analysis/savephase.py): each run's load and save figures,
 nothing else, with its provenance.
 
-    python -m tools.evidence.pack_save_load reports/save-load-cpu/runs.tar.gz savecal \
+    python -m tools.evidence.pack_save_load reports/save-load-cpu/runs.tar.gz savecal savecal-z3 \
         > rssprobe/data/calibrations/cpu-save-load.json
 
-The sweep (reports/save-load-cpu/README.md has its command): llama-small loaded from a bf16 checkpoint in bf16, a
-few steps, then DeepSpeed's save_checkpoint and the consolidated 16-bit save, glibc's mmap threshold fixed. The
-archive is unpacked into a temporary directory and every run read as `rssprobe show` reads it.
+The sweeps (reports/save-load-cpu/README.md has their commands): llama-small loaded from a bf16 checkpoint in bf16,
+a few steps, then DeepSpeed's save_checkpoint and the consolidated 16-bit save, glibc's mmap threshold fixed; and
+(savecal-z3) the same at ZeRO-3 on 2 ranks, loaded under zero.Init. The archive is unpacked into a temporary
+directory and every run of each sweep named read as `rssprobe show` reads it; the first run's manifest gives the
+provenance.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from rssprobe.analysis.summary import Summary
 from rssprobe.analysis.sweep import Sweep
 
 
-def main(archive: Path, sweep: str) -> str:
+def main(archive: Path, *sweeps: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
-        runs = Sweep.load(Path(tmp) / sweep).runs()
+        runs = [run for sweep in sweeps for run in Sweep.load(Path(tmp) / sweep).runs()]
         points = []
         for run in runs:
             got = savephase.point(Summary(run))
@@ -41,7 +43,7 @@ def main(archive: Path, sweep: str) -> str:
     provenance = {"packaged": True, "date": str(manifest.started or "")[:10],
                   "machine": f"measured on {host.get('machine', '?')}, {host.get('cpu_count', '?')} CPUs "
                              f"({host.get('libc')})",
-                  "source": f"{archive}: {sweep} (packed by tools/evidence/pack_save_load.py)",
+                  "source": f"{archive}: {', '.join(sweeps)} (packed by tools/evidence/pack_save_load.py)",
                   "command": " ".join(str(a) for a in command[1:])}
     ph = savephase.Phases(points, dict(manifest.versions or {}), str(scen.get("name")), dict(manifest.malloc_env or {}),
                           provenance)
@@ -49,4 +51,4 @@ def main(archive: Path, sweep: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(main(Path(sys.argv[1]), sys.argv[2]))
+    sys.stdout.write(main(Path(sys.argv[1]), *sys.argv[2:]))
