@@ -266,7 +266,9 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
                                        "every shard, every rank gathers each layer whole while rank 0 fills it), "
                                        "rank 0's peak and the other ranks' above the baseline, less the partition's "
                                        "bytes, per parameter of the whole model; the target's partition added "
-                                       "exactly; host-side" + (" (identical on CUDA with the parameters offloaded; "
+                                       "exactly; rank 0's line is mostly the checkpoint's mapped file pages (RSS "
+                                       "counts them; the kernel can reclaim them under pressure: an upper side); "
+                                       "host-side" + (" (identical on CUDA with the parameters offloaded; "
                                                                "without, the layers gather on the device: an upper "
                                                                "side)" if cuda else ""))
     elif target.zero_init and zero.stage == 3:
