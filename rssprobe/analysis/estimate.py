@@ -170,12 +170,12 @@ def residuals(points: list[Point], steps: int | None = None) -> dict[str, list[f
     return out
 
 
-# What each fitted term grows with: the whole model (every rank computes every gradient, builds the whole model)
-# or the rank's own partition (initialize's transients are partition-sized: on CUDA each pinned buffer is first
-# made pageable and copied into its pinned block, DeepSpeedZeroOptimizer.__init__ / initialize_optimizer_states)
 # the figures the trainer's own memory (Target.trainer_bytes) is part of: every phase and what a phase is the larger of
 TRAINER_HELD = ("steady", "step_peak", "initialize_state", "initialize_model_copy", "initialize_peak",
                 "checkpoint_save", "checkpoint_load", "model_save")
+# What each fitted term grows with: the whole model (every rank computes every gradient, builds the whole model)
+# or the rank's own partition (initialize's transients are partition-sized: on CUDA each pinned buffer is first
+# made pageable and copied into its pinned block, DeepSpeedZeroOptimizer.__init__ / initialize_optimizer_states)
 GROWS_WITH = {"steady": "model", "step_peak": "model", "initialize": "partition", "model_copy": "model",
               "checkpoint_save": "model", "checkpoint_load": "model"}
 

@@ -80,9 +80,8 @@ def measure_hint(accelerator: str, rows: list[dict[str, Any]], packaged: bool, a
 
 def other_way(target: arithmetic.Target, cal: Calibration, ram: int | None, load_dtype: str) -> dict[str, Any]:
     """The same estimate with zero.Init the other way (ZeRO-3 only): its initialize peak, provision and verdict."""
-    # under zero.Init no device_map is passed (transformers refuses one): the other way loads as zero.Init does
-    other = replace(target, zero_init=not target.zero_init, load_onto_device=target.load_onto_device and
-                    target.zero_init)
+    # a device_map load is never under zero.Init (refused): either way round, the other way loads onto the host
+    other = replace(target, zero_init=not target.zero_init, load_onto_device=False)
     out = arithmetic.estimate(other, cal)
     rows = savephase.final_rows(provision.phases(out["node"], ram), other)
     prov = provision.provision(rows)
