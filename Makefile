@@ -93,7 +93,7 @@ test-slow: install
 # (tests/conftest.py); `make test` runs everything but the slow lane.
 test-fast: install
 	$(BIN)/ruff check rssprobe tests tools
-	$(BIN)/pytest -q -m "not worker and not integration" -n 2 --dist loadfile
+	$(BIN)/pytest -q -m "not worker and not integration and not slow" -n 2 --dist loadfile
 
 # On a machine with a CUDA torch (the device tool's, say): its own python3, wheels carried in .whl/ (README).
 gpu-check:
