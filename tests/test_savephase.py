@@ -95,8 +95,10 @@ def test_the_consolidated_save_holds_the_bf16_model_once_per_holding_rank(stage:
 
 def test_the_load_is_the_whole_model_per_rank_or_its_partition_under_zero_init_and_every_rank_at_once() -> None:
     """Without zero.Init every rank loads the whole model (the node: 8 times one rank); under zero.Init rank 0's
-    measured line plus 7 times the other ranks', each with its partition's bytes, exactly so."""
-    whole, part = _target(3), _target(3, zero_init=True)
+    measured line plus 7 times the other ranks', each with its partition's bytes in host memory (the parameters
+    offloaded), exactly so; with the parameters on the GPU the partitions are there, not in host RAM."""
+    whole = _target(3)
+    part = replace(_target(3, zero_init=True), zero=Zero(3, 8, BF16, accelerator="cuda", offload_param=True))
     one, node = _terms(whole, 1)["checkpoint_load"], _terms(whole, 8)["checkpoint_load"]
     assert node.value == pytest.approx(8 * one.value, rel=1e-12)  # every rank at its load peak at once
     f = savephase.fits(savephase.load())
@@ -111,6 +113,10 @@ def test_the_load_is_the_whole_model_per_rank_or_its_partition_under_zero_init_a
         f["checkpoint_load_zero_init"].mean(params) + share, rel=1e-9)  # one rank: rank 0's line alone
     fp32 = _terms(_target(3, load_bytes=4), 1)["checkpoint_load"].value
     assert fp32 > 1.9 * one.value  # the same line at twice the bytes (its intercept once)
+    on_device = replace(part, zero=replace(part.zero, offload_param=False))
+    assert partition.partition_params(on_device.shape, on_device.zero) * BF16 == share
+    assert _terms(part, 8)["checkpoint_load"].value - _terms(on_device, 8)["checkpoint_load"].value == \
+        pytest.approx(8 * share, rel=1e-9)
 
 
 def test_the_zero_init_load_at_4_ranks_is_held_out_and_within_its_interval(tmp_path: Path) -> None:

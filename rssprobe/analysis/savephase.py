@@ -189,7 +189,10 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
     loaded = partition.partition_params(shape, zero) if under_init else shape.params
     load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
     if under_init and "checkpoint_load_zero_init" in f:  # measured: rank 0's line, k - 1 times the others'
-        part = Term.exact(k * partition.partition_params(shape, zero) * target.load_bytes)
+        # each rank's partition, where zero.Init puts it in host memory (the CPU, or parameters offloaded; on
+        # the GPU otherwise: the lines' gathered layer then gathers there too, an upper side)
+        on_host = zero.accelerator == "cpu" or bool(zero.offload_param)
+        part = Term.exact(k * partition.partition_params(shape, zero) * target.load_bytes if on_host else 0)
         x = shape.params * target.load_bytes / cal_bytes
         load = Term.exact(base) + part + fitted(f["checkpoint_load_zero_init"], x, 1, 0.0)
         if k > 1:
@@ -266,7 +269,7 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
                                        "every shard, every rank gathers each layer whole while rank 0 fills it), "
                                        "rank 0's peak and the other ranks' above the baseline, less the partition's "
                                        "bytes, per parameter of the whole model; the target's partition added "
-                                       "exactly; rank 0's line is mostly the checkpoint's mapped file pages (RSS "
+                                       "exactly where it is in host memory (parameters offloaded); rank 0's line is mostly the checkpoint's mapped file pages (RSS "
                                        "counts them; the kernel can reclaim them under pressure: an upper side); "
                                        "host-side" + (" (identical on CUDA with the parameters offloaded; "
                                                                "without, the layers gather on the device: an upper "
