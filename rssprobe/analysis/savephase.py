@@ -265,15 +265,14 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
                                                "by torch.save: the largest tensor's 16-bit bytes")
     if target.zero_init and zero.stage == 3 and any(p.zero_init for p in ph.points):
         ranks = sorted({p.ranks for p in ph.points if p.zero_init})
-        measured["checkpoint_load"] = (f"{on}: under zero.Init ({'/'.join(map(str, ranks))} ranks: rank 0 reads "
-                                       "every shard, every rank gathers each layer whole while rank 0 fills it), "
-                                       "rank 0's peak and the other ranks' above the baseline, less the partition's "
-                                       "bytes, per parameter of the whole model; the target's partition added "
-                                       "exactly where it is in host memory (parameters offloaded); rank 0's line is mostly the checkpoint's mapped file pages (RSS "
-                                       "counts them; the kernel can reclaim them under pressure: an upper side); "
-                                       "host-side" + (" (identical on CUDA with the parameters offloaded; "
-                                                               "without, the layers gather on the device: an upper "
-                                                               "side)" if cuda else ""))
+        measured["checkpoint_load"] = (
+            f"{on}: under zero.Init ({'/'.join(map(str, ranks))} ranks: rank 0 reads every shard, every rank gathers "
+            "each layer whole while rank 0 fills it), rank 0's peak and the other ranks' above the baseline, less the "
+            "partition's bytes, per parameter of the whole model; the target's partition added exactly where it is "
+            "in host memory (the CPU, or parameters offloaded); rank 0's line is mostly the checkpoint's mapped file "
+            "pages (RSS counts them; the kernel can reclaim them under pressure: an upper side); host-side"
+            + (" (identical on CUDA with the parameters offloaded; without, the layers gather on the device: an "
+               "upper side)" if cuda else ""))
     elif target.zero_init and zero.stage == 3:
         predicted["checkpoint_load"] = ("under zero.Init each rank keeps its partition: the measured load line at "
                                         "the partition's parameters (not calibrated under zero.Init)")
