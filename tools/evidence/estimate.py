@@ -138,21 +138,22 @@ FIELD = {  # what each report says, from /work/shared/FACTS.md and the threads t
 
 
 def field(out: Path) -> list[str]:
-    """The field anchors: what users reported beside rssprobe's estimate and DeepSpeed's estimator's."""
-    lines = ["| report | configuration | reported | rssprobe: provision (peak during) | its initialize peak, "
-             "model copies | peak with zero.Init | steady | DeepSpeed's estimator |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+    """The field anchors: what users reported beside rssprobe's estimate (as typed: the trainer's defaults) with
+    zero.Init the other way round, and DeepSpeed's estimator's."""
+    lines = ["| report | configuration | reported | rssprobe: provision (highest phase) | zero.Init the other way: "
+             "provision | steady | DeepSpeed's estimator |",
+             "|---|---|---|---:|---:|---:|---:|"]
     for name, (where, what, reported) in FIELD.items():
         path = out / "field" / f"{name}.json"
         if not path.is_file():
             continue
         e = json.loads(path.read_text())
-        n, init = e["node"], {c["change"]: c for c in e["changes"]}.get("zero.Init")
+        n, other = e["node"], e.get("other_way")
+        way = "n/a" if other is None else (f"{_gib(other['provision_bytes'])} GiB "
+                                           f"({'with' if other['zero_init'] else 'without'} zero.Init)")
         lines.append(f"| {where} | {what} | {reported} | {_gib(e['provision']['bytes'])} GiB "
-                     f"({e['provision']['phase']}) | {_gib(n['initialize_model_copy_bytes'])} GiB | "
-                     f"{'n/a' if init is None else _gib(init['peak_upper_bytes']) + ' GiB'} | "
-                     f"{_range(n, 'steady_rss')} GiB | {_gib(e['deepspeed_estimate_bytes'])} GiB: "
-                     f"{e['deepspeed_formula']['formula']} |")
+                     f"({e['provision']['phase']}) | {way} | {_range(n, 'steady_rss')} GiB | "
+                     f"{_gib(e['deepspeed_estimate_bytes'])} GiB: {e['deepspeed_formula']['formula']} |")
     return lines
 
 
