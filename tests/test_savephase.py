@@ -198,6 +198,17 @@ def test_a_damaged_save_load_calibration_is_one_line(tmp_path: Path) -> None:
     bad.write_text("[]")
     with pytest.raises(UserError, match="not a packed save/load calibration"):
         savephase.load(bad)
+    data = savephase.pack(savephase.load())
+    data["points"][0]["baseline"] = -1  # a negative figure is no count
+    bad.write_text(savephase.dumps(data))
+    with pytest.raises(UserError, match="damaged save/load calibration"):
+        savephase.load(bad)
+    data = savephase.pack(savephase.load())
+    for p in data["points"]:
+        p["ranks"] = 1  # a zero.Init point of one rank has no other ranks' line
+    bad.write_text(savephase.dumps(data))
+    with pytest.raises(UserError, match="needs 2 ranks or more"):
+        savephase.load(bad)
 
 
 def test_a_gpu_targets_answer_has_the_load_and_the_saves_with_their_labels(tmp_path: Path) -> None:

@@ -279,7 +279,8 @@ def rules(target: Any, ph: Phases) -> tuple[dict[str, str], dict[str, str]]:
     whole_points = [p for p in ph.points if not p.zero_init]
     if target.load_bytes != round(sum(p.load_bytes for p in whole_points) / len(whole_points)):
         predicted["checkpoint_load_dtype"] = (f"loaded at {target.load_bytes} B/param: the measured line at "
-                                              f"{target.load_bytes} / {ph.points[0].load_bytes} of the parameters")
+                                              f"{target.load_bytes} / {whole_points[0].load_bytes} of the "
+                                              "parameters")
     if getattr(target, "load_onto_device", False):
         measured.pop("checkpoint_load")
         predicted.pop("checkpoint_load_dtype", None)
@@ -314,6 +315,8 @@ def unpack(data: dict[str, Any], path: Path) -> Phases:
         raise UserError(f"{path}: damaged save/load calibration ({type(e).__name__}: {e})") from None
     if len({p.params for p in points if not p.zero_init}) < 2:
         raise UserError(f"{path}: a save/load calibration needs runs at 2 sizes or more")
+    if any(p.zero_init and p.ranks < 2 for p in points):
+        raise UserError(f"{path}: a zero.Init load point needs 2 ranks or more (rank 0 and the others apart)")
     return out
 
 
@@ -326,7 +329,7 @@ def _point(p: dict[str, Any]) -> PhasePoint:
 
 
 def _count(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise ValueError(f"{v!r} is not a count")
     return v
 
@@ -355,10 +358,11 @@ def sources(target: Any, cal: Any) -> dict[str, str]:
     out = {key: own for key in ("initialize_peak", "steady", "step_peak")}
     have_load = bool(cal.points) and all(p.load_peak is not None for p in cal.points)
     have_save = bool(cal.points) and all(p.checkpoint_peak is not None for p in cal.points)
-    zero_init_measured = cal.phases is not None and any(p.zero_init for p in cal.phases.points)
+    init_ranks = sorted({p.ranks for p in cal.phases.points if p.zero_init}) if cal.phases is not None else []
+    under_init = target.zero_init and zero.stage == 3
     out["checkpoint_load"] = "calibration" if have_load else \
-        "measured on CPU under zero.Init (2 ranks)" if target.zero_init and zero.stage == 3 and zero_init_measured \
-        else "predicted: CPU load line at the partition (zero.Init)" if target.zero_init and zero.stage == 3 else \
+        f"measured on CPU under zero.Init ({'/'.join(map(str, init_ranks))} ranks)" if under_init and init_ranks else \
+        "predicted: CPU load line at the partition (zero.Init)" if under_init else \
         "measured on CPU, host-side: same on CUDA" if cuda else "measured (CPU save/load calibration)"
     out["checkpoint_save"] = own if have_save else \
         "measured on CPU + predicted device-to-host copy" if cuda else "measured (CPU save/load calibration)"
