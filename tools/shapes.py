@@ -99,7 +99,7 @@ def warm() -> str:
     _fill(None, None)
     kept = len(list((layout.cache_root() / "shapes").glob("*.json")))
     return (f"shapes: computed for transformers {now[0]} (the shipped file is for another) under "
-            f"{layout.cache_root() / 'shapes'} ({kept} answers kept)")
+            f"{layout.cache_root() / 'shapes'} (it holds {kept} answers)")
 
 
 def render(data: dict[str, Any]) -> str:
