@@ -208,6 +208,24 @@ def test_every_suggested_change_runs_as_printed(tmp_path: Path) -> None:
     assert got["changes"][0]["command"] in " ".join(got["answer"])
 
 
+def test_a_device_loading_jobs_zero3_change_loads_as_trainers_do_at_zero3(tmp_path: Path) -> None:
+    """ms-swift loads onto the GPU below ZeRO-3 and under zero.Init at ZeRO-3 (no device_map there): the ZeRO-3
+    change for a --load-onto device job is that job, --load-onto replaced (not repeated), and it runs as printed
+    reaching the peak it promised."""
+    args = ["estimate", "--hf-config", str(Path(__file__).resolve().parent.parent / "reports" / "estimate" / "field"
+                                          / "qwen2.5-32b" / "config.json"),
+            "--gpus-per-node", "4", "--stage", "2", "--no-offload-optimizer", "--load-onto", "device",
+            "--node-ram", "256G"]
+    got = as_json(args, tmp_path)
+    [z3] = [c for c in got["changes"] if c["change"] == "ZeRO-3"]
+    words = shlex.split(z3["command"])
+    assert words.count("--load-onto") == 1 and words[words.index("--load-onto") + 1] == "host"
+    assert "--zero-init" in words and "--no-zero-init" not in words
+    ran = as_json(words[1:], tmp_path)
+    assert ran["provision"]["bytes"] == pytest.approx(z3["peak_upper_bytes"], rel=1e-9)
+    assert "under zero.Init" in ran["answer"][0]
+
+
 def test_command_replaces_what_a_change_gives() -> None:
     from rssprobe.workflows.estimate import job as estimate_job
 

@@ -93,16 +93,22 @@ def changes(target: Target, cal: Calibration, ram: int | None) -> list[dict[str,
         flags["zero.Init"] = ["--zero-init"] + ([] if target.zero.stage == 3 else
                                                 ["--stage", "3", "--no-offload-param"])
     if target.zero.stage < 3 and not any(name == "zero.Init" for name, _how, _t in options):
+        z3 = replace(target, zero=replace(target.zero, stage=3))
+        z3_flags = ["--stage", "3", "--offload-param" if target.zero.offload_param else "--no-offload-param"]
+        if target.load_onto_device:  # no device_map at ZeRO-3 (ms-swift's): the trainer loads under zero.Init
+            z3, z3_flags = replace(z3, zero_init=True, load_onto_device=False), [*z3_flags, "--zero-init",
+                                                                                 "--load-onto", "host"]
         options.append(("ZeRO-3", "zero_optimization.stage 3 (parameters partitioned; offloaded where they are "
-                        "offloaded now)", replace(target, zero=replace(target.zero, stage=3))))
-        flags["ZeRO-3"] = ["--stage", "3", "--offload-param" if target.zero.offload_param else "--no-offload-param",
-                           "--no-zero-init"]
+                        "offloaded now" + ("; loaded under zero.Init, no device_map" if target.load_onto_device
+                                           else "") + ")", z3))
+        flags["ZeRO-3"] = z3_flags if target.load_onto_device else [*z3_flags, "--no-zero-init"]
     if len(options) > 1:
         both = target
         for _name, _how, changed in options:
             both = replace(both, via=changed.via if changed.via != target.via else both.via,
                            zero=changed.zero if changed.zero != target.zero else both.zero,
-                           zero_init=both.zero_init or changed.zero_init)
+                           zero_init=both.zero_init or changed.zero_init,
+                           load_onto_device=both.load_onto_device and changed.load_onto_device)
         together = " and ".join(name for name, _how, _t in options)
         flags[together] = [w for name, _how, _t in options for w in flags[name]]
         options.append((together, "all of the above", both))

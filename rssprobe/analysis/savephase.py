@@ -186,9 +186,9 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
     whole_points = [p for p in ph.points if not p.zero_init]
     cal_bytes = max(1, round(sum(p.load_bytes for p in whole_points) / len(whole_points)))
     under_init = target.zero_init and zero.stage == 3
-    loaded = partition.partition_params(shape, zero) if under_init else shape.params
-    load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
-    if under_init and "checkpoint_load_zero_init" in f:  # measured: rank 0's line, k - 1 times the others'
+    if getattr(target, "load_onto_device", False):  # a tensor at a time through host memory on its way to the GPU
+        load = Term.exact(base + k * shape.largest_tensor * target.load_bytes)
+    elif under_init and "checkpoint_load_zero_init" in f:  # measured: rank 0's line, k - 1 times the others'
         # each rank's partition, where zero.Init puts it in host memory (the CPU, or parameters offloaded; on
         # the GPU otherwise: the lines' gathered layer then gathers there too, an upper side)
         on_host = zero.accelerator == "cpu" or bool(zero.offload_param)
@@ -197,8 +197,9 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
         load = Term.exact(base) + part + fitted(f["checkpoint_load_zero_init"], x, 1, 0.0)
         if k > 1:
             load = load + fitted(f["checkpoint_load_zero_init_other"], x, k - 1, 0.0)
-    if getattr(target, "load_onto_device", False):  # a tensor at a time through host memory on its way to the GPU
-        load = Term.exact(base + k * shape.largest_tensor * target.load_bytes)
+    else:  # the whole model per rank, or (zero.Init, not calibrated so) the same line at the partition
+        loaded = partition.partition_params(shape, zero) if under_init else shape.params
+        load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
     cuda = zero.accelerator != "cpu"
     d2h_module = Term.exact(shape.largest_tensor * zero.element_bytes if cuda else 0)
     if getattr(target, "optimizer_on_device", False):  # device tensors copied to the host a storage at a time

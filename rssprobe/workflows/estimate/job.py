@@ -16,7 +16,7 @@ from ...analysis.calibration import Calibration
 PAIRS = {"--zero-init": "--no-zero-init", "--no-zero-init": "--zero-init",
          "--offload-param": "--no-offload-param", "--no-offload-param": "--offload-param"}
 # options that take a value (replaced, not repeated, when a change gives them); --patch is repeatable (added)
-VALUED = ("--stage", "--gpus-per-node", "--ranks-per-node")
+VALUED = ("--stage", "--gpus-per-node", "--ranks-per-node", "--load-onto")
 
 
 def command(argv: list[str], flags: list[str]) -> str:
