@@ -241,6 +241,25 @@ def test_a_calibration_that_loads_its_checkpoint_estimates_the_load_peak(h200: C
     [row] = [r for r in provision.phases(got["node"], None) if r["key"] == "checkpoint_load"]
     assert not row["measured"] and "loads no checkpoint" in row["why"]  # the command: workflows (issue 41)
 
+def test_a_calibration_knows_how_far_one_rss_read_of_its_machine_can_be_off(recorded: Path, tmp_path: Path) -> None:
+    """The read's spread no interval is finer than (analysis/stats.rss_read_sd): from the host facts a run records
+    (its usable CPUs, online CPUs and page: usable x max(32, 2 x online) pages, over sqrt(3)); the recorded H200
+    runs predate usable_cpus and page_bytes, so their 16 CPUs and 4 KiB pages (the larger bound); none where the
+    CPUs are not named. The packaged calibration carries its sweep's, and packing keeps it."""
+    assert calibration.read_sd({"cpu_count": 16, "usable_cpus": 2, "page_bytes": 4096}) == \
+        2 * 32 * 4096 / 3 ** 0.5
+    assert calibration.read_sd({"cpu_count": 64, "usable_cpus": 4, "page_bytes": 16384}) == \
+        4 * 128 * 16384 / 3 ** 0.5
+    assert calibration.read_sd({"cpu_count": 16}) == 16 * 32 * 4096 / 3 ** 0.5
+    assert calibration.read_sd({"cpu_count": 16, "usable_cpus": 99}) == 16 * 32 * 4096 / 3 ** 0.5  # not above all
+    assert calibration.read_sd({}) == calibration.read_sd({"cpu_count": "16"}) == 0.0
+    sweep = calibration.load(recorded / "h200" / "runs0" / "scale-default", {})
+    assert sweep.read_sd == 16 * 32 * 4096 / 3 ** 0.5
+    assert calibration.load(calibration.packaged("h200-default"), {}).read_sd == sweep.read_sd
+    again = calibration.unpack(json.loads(calibration.dumps(calibration.pack(sweep, {}))), tmp_path / "x.json")
+    assert again.read_sd == sweep.read_sd
+
+
 def test_a_target_of_fewer_steps_is_estimated_from_the_calibrations_first_steps(h200: Calibration) -> None:
     """The steps are an input: a 2-step target's steady RSS is step 2's of the calibration's runs, a 6-step one's
     the mean of steps 2..6 (the H200 runs made 6; more are estimated from those, with a note)."""
@@ -450,6 +469,8 @@ def test_a_damaged_calibration_or_a_knob_its_torch_lacks_is_one_line(recorded: P
     packed = json.loads(calibration.packaged("h200-default").read_text())
     del packed["points"][0]["baseline"]
     (tmp_path / "lost.json").write_text(json.dumps(packed))
+    packed = json.loads(calibration.packaged("h200-default").read_text())
+    (tmp_path / "spread.json").write_text(json.dumps({**packed, "read_sd": -1}))
     (tmp_path / "other.json").write_text('{"kind": "something else"}')
     h200 = str(recorded / "h200" / "runs0" / "scale-default")
     cpu = ["--ranks-per-node", "8", "--accelerator", "cpu"]
@@ -457,6 +478,7 @@ def test_a_damaged_calibration_or_a_knob_its_torch_lacks_is_one_line(recorded: P
                        ([*cpu, "--calibration", h200], "measured on cuda"),
                        (["--gpus-per-node", "8", "--calibration", str(tmp_path / "lost.json")], "damaged packed"),
                        (["--gpus-per-node", "8", "--calibration", str(tmp_path / "other.json")], "not a packed"),
+                       (["--gpus-per-node", "8", "--calibration", str(tmp_path / "spread.json")], "read_sd -1"),
                        (["--gpus-per-node", "8", "--calibration", h200, "--torch-alloc-conf",
                          "pinned_max_round_threshold_mb:1"], "first in torch 2.13")):
         proc = _cli(["estimate", "default", *args], tmp_path / "root")

@@ -95,3 +95,31 @@ def test_a_prediction_interval_worked_by_hand() -> None:
     exact = predict(linear_fit([1, 2, 3], [2, 4, 6]), 10)
     assert exact.value == exact.low == exact.high == 20
     assert predict(linear_fit([1, 2], [2, 5]), 3).low is None  # two points: no degrees of freedom, no interval
+
+
+def test_no_prediction_is_finer_than_one_rss_read() -> None:
+    """Three points exactly on y = 1e8 + 8x (1 degree of freedom, s = 0, the way 3 load peaks of a fixed-threshold
+    calibration came out within 5 KB of a line while a rerun's peak moved 470 KB): without the read's spread the
+    interval has no width; with it the observation at x0 scatters by read_sd, so the half-width is
+    t(1) x read_sd x k x sqrt(1 + 1/n + (1/x0 - mean u)^2 / Suu), worked here by hand. A fit whose own scatter at
+    x0 exceeds read_sd keeps its own interval to the byte."""
+    import math
+
+    from rssprobe.analysis.stats import predict_sum, proportional_fit, rss_read_sd
+
+    sd = rss_read_sd(2, 2)  # 2 CPUs: a read is off by up to 2 x 32 pages of 4 KiB
+    assert abs(sd - 2 * 32 * 4096 / math.sqrt(3)) < 1e-9
+    assert rss_read_sd(2, 64, 4096) == 2 * 128 * 4096 / math.sqrt(3)  # the batch grows with the online CPUs
+    x = [1e6, 2e6, 4e6]
+    fit = proportional_fit(x, [1e8 + 8 * n for n in x])
+    bare = predict_sum(fit, 3e6, 2)
+    assert bare.low == bare.high == bare.value == 2 * (1e8 + 8 * 3e6)
+    got = predict_sum(fit, 3e6, 2, read_sd=sd)
+    u = [1 / n for n in x]
+    mean_u = sum(u) / 3
+    lever = 1 / 3 + (1 / 3e6 - mean_u) ** 2 / sum((ui - mean_u) ** 2 for ui in u)
+    assert got.value == bare.value
+    assert got.high is not None and got.low is not None
+    assert abs((got.high - got.value) - 12.7062047 * sd * 2 * math.sqrt(1 + lever)) < 1e-3 * sd
+    noisy_fit = proportional_fit(x * 2, [1e8 + 8 * n + (-1) ** i * 0.5 * n for i, n in enumerate(x * 2)])
+    assert predict_sum(noisy_fit, 3e6, read_sd=sd) == predict_sum(noisy_fit, 3e6)  # 0.5 B/param x 3e6 >> sd

@@ -223,14 +223,15 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     f = f or fits(cal.points, calibration_steps(target, cal))
     shape, zero = target.shape, target.zero
     base = k * min(p.baseline for p in cal.points)  # the lowest pre-model baseline measured: exact enough a floor
+    sd = cal.read_sd  # no interval finer than one RSS read of the calibrating machine
     roles, roles_init = host_roles(target, "step"), host_roles(target, "init")
     slack = Term.exact(k * host_pins(target)["slack"])
     x = {term: size(shape, zero, term) for term in GROWS_WITH}
     now, after_init = Term.exact(k * sum(roles.values())) + slack, Term.exact(k * sum(roles_init.values())) + slack
     out = {"pinned_slack": slack, "live": Term.exact(k * sum(roles.values())),
-           "steady": now + fitted(f["steady"], x["steady"], k, base),
-           "step_peak": now + fitted(f["step_peak"], x["step_peak"], k, base),
-           "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base)}
+           "steady": now + fitted(f["steady"], x["steady"], k, base, sd),
+           "step_peak": now + fitted(f["step_peak"], x["step_peak"], k, base, sd),
+           "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base, sd)}
     if target.optimizer_on_device:  # no host buffers, no host transients: the steady line's intercept alone
         fixed_only = intercept(f["steady"], k, base)
         out.update(steady=fixed_only, step_peak=fixed_only, initialize_state=fixed_only)
@@ -240,16 +241,16 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     whole = 0 if "checkpoint_load" in f else on_host * shape.params
     # the calibration built its models in fp32: a model loaded in bf16 is the same line at half the bytes per
     # parameter (the fit evaluated at load_bytes / 4 of the parameters: its intercept, the baseline, unchanged)
-    copy = fitted(f["model_copy"], x["model_copy"] * on_host / partition.FP32, k, k * whole + base) if on_host \
+    copy = fitted(f["model_copy"], x["model_copy"] * on_host / partition.FP32, k, k * whole + base, sd) if on_host \
         else intercept(f["model_copy"], k, base)  # no copy in host RAM: the line's fixed part alone
     out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
     out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
     peaks = [out["step_peak"], out["initialize_peak"]]
     if "checkpoint_save" in f and not target.optimizer_on_device:  # measured with the optimizer offloaded
-        out["checkpoint_save"] = now + fitted(f["checkpoint_save"], x["checkpoint_save"], k, base)
+        out["checkpoint_save"] = now + fitted(f["checkpoint_save"], x["checkpoint_save"], k, base, sd)
         peaks.append(out["checkpoint_save"])
     if "checkpoint_load" in f:
-        out["checkpoint_load"] = fitted(f["checkpoint_load"], x["checkpoint_load"], k, base)
+        out["checkpoint_load"] = fitted(f["checkpoint_load"], x["checkpoint_load"], k, base, sd)
         peaks.append(out["checkpoint_load"])
     if cal.phases is not None:  # what the target's calibration did not measure, from the save/load calibration
         for key, term in savephase.terms(target, cal.phases, k, out["steady"], base).items():

@@ -554,6 +554,7 @@ class Calibration(TypedDict, total=False):
     left_out: list[Any]
     allocator: str
     malloc_env: dict[str, str]
+    read_sd_bytes: float  # the sd of one RSS read where it was measured: no interval is finer (0: not known)
     scenario: str
     provenance: dict[str, Any]
     proxy: dict[str, Any] | None

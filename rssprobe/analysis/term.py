@@ -43,9 +43,10 @@ def larger(*terms: Term) -> Term:
                 None if None in highs else max(highs), max(t.floor for t in terms))  # type: ignore[type-var]
 
 
-def fitted(fit: stats.ProportionalFit, x0: float, k: int, floor: float) -> Term:
-    """k ranks' sum of a fitted term at x0, its interval, never below `floor` (nor the figure below it)."""
-    e = stats.predict_sum(fit, x0, k)
+def fitted(fit: stats.ProportionalFit, x0: float, k: int, floor: float, read_sd: float = 0.0) -> Term:
+    """k ranks' sum of a fitted term at x0, its interval (no finer than one read of `read_sd` bytes a rank), never
+    below `floor` (nor the figure below it)."""
+    e = stats.predict_sum(fit, x0, k, read_sd=read_sd)
     value = max(e.value, floor)
     if e.low is None or e.high is None:
         return Term(value, None, None, floor)

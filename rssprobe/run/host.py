@@ -116,6 +116,8 @@ def facts() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),  # with cpu_count and the page: how far one RSS read can be off
+        "page_bytes": os.sysconf("SC_PAGE_SIZE"),
         "mem_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "libc": "-".join(platform.libc_ver()),
         "rssprobe_revision": git_revision(),

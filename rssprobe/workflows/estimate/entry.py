@@ -133,5 +133,6 @@ def run(req: Request) -> Estimate:
             "calibration": {"path": str(cal.path), "accelerator": cal.accelerator, "runs": len(cal.points),
                             "repeats": cal.repeats, "steps": cal.steps, "ranks": cal.ranks,
                             "params": sorted(set(cal.params)), "left_out": cal.left_out, "allocator": cal.allocator,
-                            "malloc_env": cal.malloc_env, "scenario": cal.scenario.get("name"),
+                            "malloc_env": cal.malloc_env, "read_sd_bytes": cal.read_sd,
+                            "scenario": cal.scenario.get("name"),
                             "provenance": cal.provenance, "proxy": plan.proxy if plan else None}})
