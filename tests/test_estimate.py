@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rssprobe.analysis import calibration, estimate, partition, provision, stats
+from rssprobe.analysis import calibration, estimate, partition, provision, readnoise, stats
 from rssprobe.analysis.calibration import Calibration
 from rssprobe.analysis.partition import Zero
 from rssprobe.analysis.pinrule import Rule
@@ -242,17 +242,17 @@ def test_a_calibration_that_loads_its_checkpoint_estimates_the_load_peak(h200: C
     assert not row["measured"] and "loads no checkpoint" in row["why"]  # the command: workflows (issue 41)
 
 def test_a_calibration_knows_how_far_one_rss_read_of_its_machine_can_be_off(recorded: Path, tmp_path: Path) -> None:
-    """The read's spread no interval is finer than (analysis/stats.rss_read_sd): from the host facts a run records
+    """The read's spread no interval is finer than (analysis/readnoise): from the host facts a run records
     (its usable CPUs, online CPUs and page: usable x max(32, 2 x online) pages, over sqrt(3)); the recorded H200
     runs predate usable_cpus and page_bytes, so their 16 CPUs and 4 KiB pages (the larger bound); none where the
     CPUs are not named. The packaged calibration carries its sweep's, and packing keeps it."""
-    assert calibration.read_sd({"cpu_count": 16, "usable_cpus": 2, "page_bytes": 4096}) == \
+    assert readnoise.of_host({"cpu_count": 16, "usable_cpus": 2, "page_bytes": 4096}) == \
         2 * 32 * 4096 / 3 ** 0.5
-    assert calibration.read_sd({"cpu_count": 64, "usable_cpus": 4, "page_bytes": 16384}) == \
+    assert readnoise.of_host({"cpu_count": 64, "usable_cpus": 4, "page_bytes": 16384}) == \
         4 * 128 * 16384 / 3 ** 0.5
-    assert calibration.read_sd({"cpu_count": 16}) == 16 * 32 * 4096 / 3 ** 0.5
-    assert calibration.read_sd({"cpu_count": 16, "usable_cpus": 99}) == 16 * 32 * 4096 / 3 ** 0.5  # not above all
-    assert calibration.read_sd({}) == calibration.read_sd({"cpu_count": "16"}) == 0.0
+    assert readnoise.of_host({"cpu_count": 16}) == 16 * 32 * 4096 / 3 ** 0.5
+    assert readnoise.of_host({"cpu_count": 16, "usable_cpus": 99}) == 16 * 32 * 4096 / 3 ** 0.5  # not above all
+    assert readnoise.of_host({}) == readnoise.of_host({"cpu_count": "16"}) == 0.0
     sweep = calibration.load(recorded / "h200" / "runs0" / "scale-default", {})
     assert sweep.read_sd == 16 * 32 * 4096 / 3 ** 0.5
     assert calibration.load(calibration.packaged("h200-default"), {}).read_sd == sweep.read_sd

@@ -166,6 +166,11 @@ def test_a_format_1_save_load_calibration_still_reads(tmp_path: Path) -> None:
     old.write_text(savephase.dumps(data))
     got = savephase.load(old)
     assert len(got.points) == 6 and not any(p.zero_init for p in got.points)
+    assert savephase.load().read_sd == 2 * 32 * 4096 / 3 ** 0.5  # the sweep's 2 CPUs; format 1 said none: 0
+    assert got.read_sd == 2 * 32 * 4096 / 3 ** 0.5
+    del data["read_sd"]
+    old.write_text(savephase.dumps(data))
+    assert savephase.load(old).read_sd == 0.0
     assert "checkpoint_load_zero_init" not in savephase.fits(got)
 
 
@@ -204,6 +209,9 @@ def test_a_damaged_save_load_calibration_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="damaged save/load calibration"):
         savephase.load(bad)
     data = savephase.pack(savephase.load())
+    bad.write_text(savephase.dumps({**data, "read_sd": "wide"}))  # the read's spread: a number of bytes
+    with pytest.raises(UserError, match="damaged save/load calibration.*read_sd 'wide'"):
+        savephase.load(bad)
     for p in data["points"]:
         p["ranks"] = 1  # a zero.Init point of one rank has no other ranks' line
     bad.write_text(savephase.dumps(data))

@@ -105,7 +105,8 @@ def test_no_prediction_is_finer_than_one_rss_read() -> None:
     x0 exceeds read_sd keeps its own interval to the byte."""
     import math
 
-    from rssprobe.analysis.stats import predict_sum, proportional_fit, rss_read_sd
+    from rssprobe.analysis.readnoise import rss_read_sd
+    from rssprobe.analysis.stats import predict_sum, proportional_fit
 
     sd = rss_read_sd(2, 2)  # 2 CPUs: a read is off by up to 2 x 32 pages of 4 KiB
     assert abs(sd - 2 * 32 * 4096 / math.sqrt(3)) < 1e-9

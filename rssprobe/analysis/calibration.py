@@ -32,7 +32,7 @@ from ..contract.status import Status
 from ..contract.workerscenario import DEFAULT_ZERO_STAGE
 from ..errors import UserError
 from ..store import reader
-from . import partition, pinned, stats
+from . import partition, pinned, readnoise
 from .pinrule import Rule
 from .summary import ELEMENT_BYTES, Summary
 from .sweep import ScaleDir, Sweep
@@ -102,7 +102,7 @@ class Calibration:
     # the save/load calibration (analysis/savephase.Phases) that estimates the load and the saves this one did not
     # measure (a GPU sweep neither loads nor saves); None: only this one's own
     phases: Any = None
-    # the sd of one RSS read on the machine that measured it (stats.rss_read_sd): no interval is finer; 0: unknown
+    # the sd of one RSS read on the machine that measured it (analysis/readnoise): no interval is finer; 0: unknown
     read_sd: float = 0.0
 
     @property
@@ -230,18 +230,7 @@ def load(ref: str | Path, defaults: dict[str, Any]) -> Calibration:
                   "date": str(first.started or "")[:10], "source": str(ref)}
     return Calibration(Path(ref), points, kinds.pop(), dict(first.versions or {}), dict(first.scenario or {}),
                        str(first.allocator or "glibc"), dict(first.malloc_env or {}), left_out, provenance,
-                       read_sd=read_sd(host))
-
-
-def read_sd(host: dict[str, Any]) -> float:
-    """The sd of one RSS read on the machine of a run's host facts (run/host.facts); runs recorded before it said
-    its usable CPUs and page size: all its CPUs, 4 KiB pages (the larger bound); 0 where it named no CPUs."""
-    online = host.get("cpu_count")
-    if not isinstance(online, int) or isinstance(online, bool) or online < 1:
-        return 0.0
-    usable, page = host.get("usable_cpus"), host.get("page_bytes")
-    return stats.rss_read_sd(usable if isinstance(usable, int) and 0 < usable <= online else online, online,
-                             page if isinstance(page, int) and page > 0 else 4096)
+                       read_sd=readnoise.of_host(host))
 
 
 def _enough(ref: str | Path, points: list[Point], left_out: list[str]) -> None:
@@ -296,17 +285,11 @@ def unpack(data: dict[str, Any], path: Path) -> Calibration:
         points = [_unpack_point(p) for p in data["points"]]
         cal = Calibration(path, points, str(data["accelerator"]), dict(data["versions"]), dict(data["scenario"]),
                           str(data["allocator"]), {str(k): str(v) for k, v in dict(data["malloc_env"]).items()},
-                          [], dict(data.get("provenance") or {}), read_sd=_sd(data.get("read_sd", 0.0)))
+                          [], dict(data.get("provenance") or {}), read_sd=readnoise.packed(data.get("read_sd", 0.0)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(f"{path}: damaged packed calibration ({type(e).__name__}: {e})") from None
     _enough(path, points, [])
     return cal
-
-
-def _sd(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2**40:
-        raise ValueError(f"read_sd {value!r} is not a spread in bytes")
-    return float(value)
 
 
 def _int(value: Any) -> int:

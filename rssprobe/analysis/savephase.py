@@ -56,7 +56,7 @@ from typing import Any
 
 from ..config.modelshape import Shape
 from ..errors import UserError
-from . import partition, stats
+from . import partition, readnoise, stats
 from .term import Term, fitted
 
 PACKED = "rssprobe-save-load-calibration"
@@ -98,6 +98,7 @@ class Phases:
     scenario: str
     malloc_env: dict[str, str]
     provenance: dict[str, Any] = field(default_factory=dict)
+    read_sd: float = 0.0  # the sd of one RSS read where it was measured (analysis/readnoise): no interval is finer
 
     def describe(self) -> str:
         whole = [p for p in self.points if not p.zero_init]
@@ -194,24 +195,26 @@ def terms(target: Any, ph: Phases, k: int, steady: Term, base: float, f: dict[st
         on_host = zero.accelerator == "cpu" or bool(zero.offload_param)
         part = Term.exact(k * partition.partition_params(shape, zero) * target.load_bytes if on_host else 0)
         x = shape.params * target.load_bytes / cal_bytes
-        load = Term.exact(base) + part + fitted(f["checkpoint_load_zero_init"], x, 1, 0.0)
+        load = Term.exact(base) + part + fitted(f["checkpoint_load_zero_init"], x, 1, 0.0, ph.read_sd)
         if k > 1:
-            load = load + fitted(f["checkpoint_load_zero_init_other"], x, k - 1, 0.0)
+            load = load + fitted(f["checkpoint_load_zero_init_other"], x, k - 1, 0.0, ph.read_sd)
     else:  # the whole model per rank, or (zero.Init, not calibrated so) the same line at the partition
         loaded = partition.partition_params(shape, zero) if under_init else shape.params
-        load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0)
+        load = Term.exact(base) + fitted(f["checkpoint_load"], loaded * target.load_bytes / cal_bytes, k, 0.0,
+                                         ph.read_sd)
     cuda = zero.accelerator != "cpu"
     d2h_module = Term.exact(shape.largest_tensor * zero.element_bytes if cuda else 0)
     if getattr(target, "optimizer_on_device", False):  # device tensors copied to the host a storage at a time
         flat = max(largest_flat_partition(shape, zero), shape.largest_tensor * zero.element_bytes)
         save = steady + Term.exact(k * flat)
     else:
-        save = steady + fitted(f["checkpoint_save"], partition.partition_params(shape, zero), k, 0.0) + d2h_module
+        save = steady + fitted(f["checkpoint_save"], partition.partition_params(shape, zero), k, 0.0,
+                               ph.read_sd) + d2h_module
     out = {"checkpoint_load": load, "checkpoint_save": save}
     final = getattr(target, "final_save", "model16")
     if final == "model16":
         held = Term.exact(holders(zero, k) * state_dict_bytes(shape, zero))
-        write = fitted(f["model_save"], shape.params, 1, 0.0)  # the writing rank alone
+        write = fitted(f["model_save"], shape.params, 1, 0.0, ph.read_sd)  # the writing rank alone
         out.update(model_save=steady + held + write, model_save_state_dict=held)
     elif final == "checkpoint":  # save_model calls the engine's save_checkpoint: the checkpoint save again
         out["model_save"] = save
@@ -301,7 +304,8 @@ def packaged() -> Path:
 
 def pack(ph: Phases) -> dict[str, Any]:
     return {"kind": PACKED, "format": PACKED_FORMAT, "provenance": ph.provenance, "versions": ph.versions,
-            "scenario": ph.scenario, "malloc_env": ph.malloc_env, "points": [asdict(p) for p in ph.points]}
+            "scenario": ph.scenario, "malloc_env": ph.malloc_env, "read_sd": ph.read_sd,
+            "points": [asdict(p) for p in ph.points]}
 
 
 def unpack(data: dict[str, Any], path: Path) -> Phases:
@@ -311,7 +315,8 @@ def unpack(data: dict[str, Any], path: Path) -> Phases:
     try:
         points = [_point(p) for p in data["points"]]
         out = Phases(points, dict(data["versions"]), str(data["scenario"]),
-                     {str(k): str(v) for k, v in dict(data["malloc_env"]).items()}, dict(data.get("provenance") or {}))
+                     {str(k): str(v) for k, v in dict(data["malloc_env"]).items()}, dict(data.get("provenance") or {}),
+                     readnoise.packed(data.get("read_sd", 0.0)))
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"{path}: damaged save/load calibration ({type(e).__name__}: {e})") from None
     if len({p.params for p in points if not p.zero_init}) < 2:

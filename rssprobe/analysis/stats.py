@@ -281,14 +281,6 @@ def proportional_fit(x: list[float], y: list[float]) -> ProportionalFit:
                            suu=fit.sxx, worst_residual=float(residuals[np.argmax(np.abs(residuals))]))
 
 
-def rss_read_sd(usable_cpus: int, online_cpus: int, page_bytes: int = 4096) -> float:
-    """The standard deviation of one RSS read (VmRSS, VmHWM, statm) as the kernel keeps it: Linux (>= 6.2) holds a
-    process's RSS in a per-CPU counter, each CPU batching up to max(32, 2 x online CPUs) pages before folding them
-    into the total a read sees, so a read is off by up to usable CPUs x batch pages either way; taken as uniform
-    within that bound, its sd is the bound over sqrt(3)."""
-    return usable_cpus * max(32, 2 * online_cpus) * page_bytes / math.sqrt(3)
-
-
 def predict_sum(fit: ProportionalFit, x0: float, k: int = 1, level: float = LEVEL, read_sd: float = 0.0
                 ) -> Estimate:
     """The sum of k new observations at x0 (k ranks of one node), with its t prediction interval: the line's
@@ -300,7 +292,7 @@ def predict_sum(fit: ProportionalFit, x0: float, k: int = 1, level: float = LEVE
     n - 2 degrees of freedom; no interval without degrees of freedom. A scatter estimated from few residuals can
     come out below what the reads that made the points resolve (1 degree of freedom: three points on a line to
     5 KB where one read is off by up to 256 KiB): the observation's scatter at x0 is never taken below `read_sd`
-    (bytes, stats.rss_read_sd of the calibrating machine), so no interval is finer than the instrument."""
+    (bytes, analysis/readnoise of the calibrating machine), so no interval is finer than the instrument."""
     value = k * fit.mean(x0)
     t = t_quantile(fit.dof, level)
     if t is None:

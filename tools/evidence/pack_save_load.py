@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from rssprobe.analysis import savephase
+from rssprobe.analysis import readnoise, savephase
 from rssprobe.analysis.summary import Summary
 from rssprobe.analysis.sweep import Sweep
 
@@ -46,7 +46,7 @@ def main(archive: Path, *sweeps: str) -> str:
                   "source": f"{archive}: {', '.join(sweeps)} (packed by tools/evidence/pack_save_load.py)",
                   "command": " ".join(str(a) for a in command[1:])}
     ph = savephase.Phases(points, dict(manifest.versions or {}), str(scen.get("name")), dict(manifest.malloc_env or {}),
-                          provenance)
+                          provenance, readnoise.of_host(host))
     return savephase.dumps(savephase.pack(ph))
 
 
