@@ -210,7 +210,7 @@ def test_a_damaged_save_load_calibration_is_one_line(tmp_path: Path) -> None:
         savephase.load(bad)
     data = savephase.pack(savephase.load())
     bad.write_text(savephase.dumps({**data, "read_sd": "wide"}))  # the read's spread: a number of bytes
-    with pytest.raises(UserError, match="damaged save/load calibration.*read_sd 'wide'"):
+    with pytest.raises(UserError, match=r"damaged save/load calibration.*read_sd 'wide'"):
         savephase.load(bad)
     for p in data["points"]:
         p["ranks"] = 1  # a zero.Init point of one rank has no other ranks' line
