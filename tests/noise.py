@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 
+from rssprobe.analysis.readnoise import rss_read_bound
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 ONLINE_CPUS = os.cpu_count() or 1
 USABLE_CPUS = len(os.sched_getaffinity(0))
-READ_ERROR = USABLE_CPUS * max(32, 2 * ONLINE_CPUS) * PAGE  # bytes one RSS read can be off
+READ_ERROR = rss_read_bound(USABLE_CPUS, ONLINE_CPUS, PAGE)  # bytes one RSS read can be off (the formula above)
 
 
 def bound(reads: float, params: int) -> float:

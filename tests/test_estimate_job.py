@@ -130,7 +130,7 @@ def test_loading_onto_the_device_known_answer(h200: calibration.Calibration) -> 
     device = dataclasses.replace(host, load_onto_device=True)
     h, d = estimate.terms(host, h200, 8), estimate.terms(device, h200, 8)
     assert d["initialize_model_copy"] == estimate.intercept(estimate.fits(h200.points)["model_copy"], 8,
-                                                            8 * min(p.baseline for p in h200.points))
+                                                            8 * min(p.baseline for p in h200.points), h200.read_sd)
     assert h["initialize_model_copy"].value - d["initialize_model_copy"].value >= 8 * 2 * host.shape.params
     assert h["steady"] == d["steady"] and h["step_peak"] == d["step_peak"]  # only the load changes
     from rssprobe.analysis import savephase

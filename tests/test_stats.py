@@ -106,7 +106,7 @@ def test_no_prediction_is_finer_than_one_rss_read() -> None:
     import math
 
     from rssprobe.analysis.readnoise import rss_read_sd
-    from rssprobe.analysis.stats import predict_sum, proportional_fit
+    from rssprobe.analysis.stats import fixed_part, predict_sum, proportional_fit
 
     sd = rss_read_sd(2, 2)  # 2 CPUs: a read is off by up to 2 x 32 pages of 4 KiB
     assert abs(sd - 2 * 32 * 4096 / math.sqrt(3)) < 1e-9
@@ -124,3 +124,9 @@ def test_no_prediction_is_finer_than_one_rss_read() -> None:
     assert abs((got.high - got.value) - 12.7062047 * sd * 2 * math.sqrt(1 + lever)) < 1e-3 * sd
     noisy_fit = proportional_fit(x * 2, [1e8 + 8 * n + (-1) ** i * 0.5 * n for i, n in enumerate(x * 2)])
     assert predict_sum(noisy_fit, 3e6, read_sd=sd) == predict_sum(noisy_fit, 3e6)  # 0.5 B/param x 3e6 >> sd
+    # the line's fixed part standing for a process's figure (a target with nothing offloaded): the same floor
+    fixed = fixed_part(fit, read_sd=sd)
+    bare_fixed = fixed_part(fit)
+    assert bare_fixed.high is not None and bare_fixed.high - bare_fixed.value < 1e-3  # a byte's float rounding
+    assert abs(fixed.value - 1e8) < 1e-3
+    assert fixed.high is not None and abs((fixed.high - fixed.value) - 12.7062047 * sd) < 1e-3 * sd

@@ -233,7 +233,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
            "step_peak": now + fitted(f["step_peak"], x["step_peak"], k, base, sd),
            "initialize_state": after_init + fitted(f["initialize"], x["initialize"], k, base, sd)}
     if target.optimizer_on_device:  # no host buffers, no host transients: the steady line's intercept alone
-        fixed_only = intercept(f["steady"], k, base)
+        fixed_only = intercept(f["steady"], k, base, sd)
         out.update(steady=fixed_only, step_peak=fixed_only, initialize_state=fixed_only)
     # the model every rank holds before initialize, fp32 as built; loaded, its tensors may stay in the mapped
     # checkpoint, not resident until read (docs/your-job.md): then the baseline alone is exact
@@ -242,7 +242,7 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
     # the calibration built its models in fp32: a model loaded in bf16 is the same line at half the bytes per
     # parameter (the fit evaluated at load_bytes / 4 of the parameters: its intercept, the baseline, unchanged)
     copy = fitted(f["model_copy"], x["model_copy"] * on_host / partition.FP32, k, k * whole + base, sd) if on_host \
-        else intercept(f["model_copy"], k, base)  # no copy in host RAM: the line's fixed part alone
+        else intercept(f["model_copy"], k, base, sd)  # no copy in host RAM: the line's fixed part alone
     out["initialize_model_copy"] = copy if not target.zero_init else Term.exact(0.0)
     out["initialize_peak"] = larger(out["initialize_model_copy"], out["initialize_state"])
     peaks = [out["step_peak"], out["initialize_peak"]]
@@ -263,19 +263,18 @@ def terms(target: Target, cal: Calibration, k: int, f: dict[str, stats.Proportio
         for key in (*TRAINER_HELD, "peak"):
             if key in out:
                 out[key] = out[key] + own
-    baseline = stats.mean_interval([float(p.baseline) for p in cal.points])
-    fixed = f["steady"].intercept - baseline.value
-    t = stats.t_quantile(f["steady"].dof)
-    half = None if t is None or not f["steady"].suu else t * f["steady"].s / f["steady"].suu ** 0.5
-    out["fixed"] = Term(k * fixed, None if half is None else k * (fixed - half),
-                        None if half is None else k * (fixed + half))
+    baseline = stats.mean_interval([float(p.baseline) for p in cal.points]).value
+    e = stats.fixed_part(f["steady"])  # the fixed cost per process: the steady line's intercept less the baseline
+    out["fixed"] = Term(k * (e.value - baseline), None if e.low is None else k * (e.low - baseline),
+                        None if e.high is None else k * (e.high - baseline))
     return out
 
 
-def intercept(fit: stats.ProportionalFit, k: int, floor: float) -> Term:
-    """k ranks of a line's intercept (the steady line's: the baseline plus the fixed cost per process), with its
-    95% interval (the intercept's own uncertainty, the same for every rank), never below `floor`."""
-    e = stats.fixed_part(fit)
+def intercept(fit: stats.ProportionalFit, k: int, floor: float, read_sd: float = 0.0) -> Term:
+    """k ranks of a line's intercept (the steady line's: the baseline plus the fixed cost per process) as a
+    process's figure, with its 95% interval (the intercept's own uncertainty, the same for every rank, no finer than
+    one RSS read of `read_sd`), never below `floor`."""
+    e = stats.fixed_part(fit, read_sd=read_sd)
     value = max(k * e.value, floor)
     if e.low is None or e.high is None:
         return Term(value, None, None, floor)

@@ -15,9 +15,14 @@ from typing import Any
 PAGE = 4096  # the page of runs recorded before their host facts named it (x86-64's)
 
 
+def rss_read_bound(usable_cpus: int, online_cpus: int, page_bytes: int = PAGE) -> int:
+    """Bytes one RSS read on a machine of these CPUs and page can be off, either way (the tests' READ_ERROR)."""
+    return usable_cpus * max(32, 2 * online_cpus) * page_bytes
+
+
 def rss_read_sd(usable_cpus: int, online_cpus: int, page_bytes: int = PAGE) -> float:
-    """The sd, in bytes, of one RSS read on a machine of these CPUs and page."""
-    return usable_cpus * max(32, 2 * online_cpus) * page_bytes / math.sqrt(3)
+    """The sd, in bytes, of one RSS read on a machine of these CPUs and page (uniform within the bound)."""
+    return rss_read_bound(usable_cpus, online_cpus, page_bytes) / math.sqrt(3)
 
 
 def of_host(host: dict[str, Any]) -> float:

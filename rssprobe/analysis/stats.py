@@ -302,13 +302,14 @@ def predict_sum(fit: ProportionalFit, x0: float, k: int = 1, level: float = LEVE
     return Estimate(value, value - half, value + half, fit.n, level)
 
 
-def fixed_part(fit: ProportionalFit, level: float = LEVEL) -> Estimate:
+def fixed_part(fit: ProportionalFit, level: float = LEVEL, read_sd: float = 0.0) -> Estimate:
     """A proportional fit's intercept (y as x -> 0: the fixed part) with its t confidence interval: the slope of
-    v = y/x on u = 1/x, standard error s / sqrt(Suu); none without degrees of freedom or a spread of sizes."""
+    v = y/x on u = 1/x, standard error s / sqrt(Suu), never below `read_sd` (bytes: where the intercept stands for
+    a process's figure, read as predict_sum's are); none without degrees of freedom or a spread of sizes."""
     t = t_quantile(fit.dof, level)
     if t is None or not fit.suu:
         return Estimate(fit.intercept, None, None, fit.n, level)
-    half = t * fit.s / fit.suu ** 0.5
+    half = t * max(fit.s / fit.suu ** 0.5, read_sd)
     return Estimate(fit.intercept, fit.intercept - half, fit.intercept + half, fit.n, level)
 
 
